@@ -1,0 +1,197 @@
+"""`benchlake`: the command line of the contract (demo, materialize, sql, export, ui)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from datetime import date, datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from dagster_project.settings import Settings
+
+warnings.filterwarnings("ignore", module="dagster")  # beta/preview notices are not for users
+
+app = typer.Typer(help="benchlake: an evaluation lakehouse for video benchmarks.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+out = Console()
+err = Console(stderr=True)
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as one line on stderr, exit status 1."""
+
+
+def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (CliError, FileNotFoundError, ValueError, OSError) as exc:
+            err.print(f"benchlake: {exc}", markup=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+        except Exception as exc:  # noqa: BLE001 - the one-line contract covers everything
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            err.print(f"benchlake: {type(exc).__name__}: {first}", markup=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+def _settings() -> Settings:
+    return Settings.from_env()
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return value
+
+
+def _render(columns: list[str], rows: list[tuple], fmt: str, title: str | None = None) -> None:
+    if fmt == "json":
+        data = [{c: _cell(v) for c, v in zip(columns, row, strict=True)} for row in rows]
+        sys.stdout.write(json.dumps(data, default=str, ensure_ascii=False) + "\n")
+    elif fmt == "csv":
+        import csv
+
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([[_cell(v) for v in row] for row in rows])
+    else:
+        table = Table(title=title, show_lines=False)
+        for c in columns:
+            table.add_column(c, overflow="fold")
+        for row in rows:
+            table.add_row(*("" if v is None else str(_cell(v)) for v in row))
+        out.print(table)
+
+
+def run_materialize(settings: Settings, select: str | None) -> None:
+    from dagster_project.runner import dagster_instance, materialize
+
+    started = time.perf_counter()
+    result = materialize(settings, select, instance=dagster_instance(settings),
+                         raise_on_error=False, log_level="WARNING")
+    if not result.success:
+        failed = [e.step_key for e in result.all_events if e.is_step_failure]
+        raise CliError(f"materialization failed in step(s) {', '.join(failed) or '?'}; "
+                       f"see the run in `benchlake ui` (Dagster home {settings.dagster_home})")
+    n = len(result.get_asset_materialization_events())
+    err.print(f"materialized {n} asset(s) in {time.perf_counter() - started:.1f}s; "
+              f"catalog: {settings.catalog_path}")
+
+
+def query(settings: Settings, sql: str) -> tuple[list[str], list[tuple]]:
+    from dagster_project.catalog import connect
+
+    if not settings.tables_dir.is_dir():
+        raise CliError(f"the warehouse at {settings.home} is empty: run `benchlake materialize` "
+                       "(or `benchlake demo`) first")
+    con, skipped = connect(settings.tables_dir)
+    try:
+        cur = con.execute(sql)
+    except Exception as exc:
+        message = str(exc).strip().splitlines()[0]
+        missing = [v for v in skipped if v in sql]
+        if missing:
+            message += (f" (view(s) {', '.join(missing)} not available yet: their tables are not "
+                        "materialized)")
+        raise CliError(message) from None
+    columns = [d[0] for d in cur.description] if cur.description else []
+    return columns, cur.fetchall()
+
+
+class Format(StrEnum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+@app.command()
+@one_line_errors
+def demo() -> None:
+    """Build the embedded demo inputs if missing, materialize every asset, print a summary."""
+    settings = _settings()
+    run_materialize(settings, None)
+    cols, rows = query(settings, "SELECT property, value FROM rvp_dataset_stats")
+    _render(cols, rows, "table", title="Rynn-VP dataset statistics (rvp_dataset_stats)")
+    cols, rows = query(settings, "SELECT count(*) AS rejected_inputs FROM rvp_rejects")
+    _render(cols, rows, "table")
+    out.print("Leaderboards arrive with the scoring issue (#6); query the views with "
+              "`benchlake sql`.")
+
+
+@app.command("materialize")
+@one_line_errors
+def materialize_cmd(
+    select: Annotated[str | None, typer.Option("--select", help="Dagster asset selection")] = None,
+) -> None:
+    """Materialize assets (default: all) with the current settings, then rebuild the catalog."""
+    run_materialize(_settings(), select)
+
+
+@app.command()
+@one_line_errors
+def sql(
+    query_text: Annotated[str, typer.Argument(metavar="QUERY", help="SQL over every view")],
+    format: Annotated[Format, typer.Option("--format", help="table, csv or json")] = Format.table,
+) -> None:
+    """Run SQL against every view (in-memory DuckDB over the Parquet: never blocks)."""
+    cols, rows = query(_settings(), query_text)
+    _render(cols, rows, format.value)
+
+
+@app.command()
+@one_line_errors
+def export(
+    out_dir: Annotated[str | None, typer.Option("--out")] = None,
+    profile: Annotated[str | None, typer.Option("--profile")] = None,
+) -> None:
+    """Write every report view as CSV/Parquet/Markdown/JSON plus charts (issue #7)."""
+    raise CliError("export is not implemented yet: report exports arrive with issue #7")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@app.command()
+@one_line_errors
+def ui(port: Annotated[int, typer.Option("--port")] = 3000) -> None:
+    """The Dagster UI on 127.0.0.1 with a persistent Dagster home under BENCHLAKE_HOME."""
+    from dagster_project.runner import dagster_instance
+
+    settings = _settings()
+    if not _port_free(port):
+        raise CliError(f"port {port} on 127.0.0.1 is already in use; pick another with --port")
+    dagster_instance(settings)  # writes dagster.yaml and sets DAGSTER_HOME
+    cmd = [sys.executable, "-m", "dagster", "dev", "-h", "127.0.0.1", "-p", str(port),
+           "-m", "dagster_project.definitions"]
+    raise typer.Exit(subprocess.call(cmd))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""Deterministic embedded demo inputs, built on demand under `$BENCHLAKE_HOME/demo/`."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from dagster_project.settings import Settings
+
+# Bump when the generator's output changes: an older demo folder is then rebuilt.
+DEMO_VERSION = "1"
+
+
+def _build_once(target: Path, build: Callable[[Path], Path]) -> Path:
+    """Build into a temp folder beside `target`, then rename: never a half-written demo."""
+    stamp = target.parent / f".{target.name}.version"
+    if target.is_dir() and stamp.is_file() and stamp.read_text() == DEMO_VERSION:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        build(tmp / target.name)
+        if target.exists():
+            shutil.rmtree(target)
+        (tmp / target.name).rename(target)
+        stamp.write_text(DEMO_VERSION)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def ensure_demo(settings: Settings) -> None:
+    """Build every demo input that a setting left at its default and that is missing."""
+    if settings.uses_demo_rynn_vp():
+        from dagster_project.demo.rynn_vp import build_rynn_vp_demo
+
+        _build_once(Path(settings.rynn_vp_source_or_demo()), build_rynn_vp_demo)

@@ -1,0 +1,344 @@
+"""Cheap video integrity probe with PyAV: one demux pass plus two tiny decodes.
+
+A full decode of every benchmark video is too slow for ingestion, but container metadata alone
+lies (missing/zero frame counts, durations that include trailing audio or edit lists, truncated
+files). So the probe demuxes every packet (fast: no decoding) to count frames and find the
+timestamp range, then decodes only the first frame and the last GOP to prove both ends play.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from itertools import islice
+from pathlib import Path
+
+import av
+import av.error
+import av.logging
+from av.container import InputContainer
+from av.packet import Packet
+from av.video.stream import VideoStream
+
+# Errors PyAV/FFmpeg raise for unreadable or corrupt input (FFmpegError subclasses OSError in
+# some PyAV versions, so list both). ValueError covers odd timestamp/codec edge cases.
+_AV_ERRORS: tuple[type[BaseException], ...] = (av.error.FFmpegError, OSError, ValueError)
+
+# How many trailing keyframes to try when the last GOP does not decode at all.
+_MAX_TAIL_GOPS = 3
+
+# Give up looking for the first frame after this many packets (a broken first GOP would
+# otherwise turn the probe into a full decode).
+_MAX_FIRST_PACKETS = 1000
+
+_LogList = list[tuple[int, str, str]]
+
+
+@dataclass(frozen=True)
+class VideoProbe:
+    """Result of `probe_video`; use `dataclasses.asdict` to get a plain dict."""
+
+    path: str
+    ok: bool  # opened, has a video stream, first and last frames decode, not truncated
+    error: str | None  # reason naming what failed; None iff ok
+    codec: str | None
+    width: int | None
+    height: int | None
+    fps: float | None  # average frame rate
+    metadata_duration_s: float | None  # stream.duration*time_base, else container duration
+    frame_count: int | None  # video packets with a timestamp, counted in a demux pass
+    first_frame_s: float | None  # pts*time_base of the first decoded frame (not start-shifted)
+    last_frame_s: float | None  # pts*time_base of the last decodable frame
+    first_frame_decodes: bool
+    last_frame_decodes: bool
+    size_bytes: int
+
+
+def _failed(path: str, size: int, error: str) -> VideoProbe:
+    return VideoProbe(
+        path=path,
+        ok=False,
+        error=error,
+        codec=None,
+        width=None,
+        height=None,
+        fps=None,
+        metadata_duration_s=None,
+        frame_count=None,
+        first_frame_s=None,
+        last_frame_s=None,
+        first_frame_decodes=False,
+        last_frame_decodes=False,
+        size_bytes=size,
+    )
+
+
+@contextmanager
+def _capture_libav_logs() -> Iterator[_LogList]:
+    """Collect FFmpeg's own error messages (e.g. "moov atom not found") for this thread.
+
+    PyAV silences libav logging by default, which leaves exceptions with generic texts such as
+    "Invalid data found when processing input". We enable ERROR level only while probing and
+    route it into a thread-local capture so nothing leaks into Python logging from this thread.
+    """
+    previous = av.logging.get_level()
+    previous_skip = av.logging.get_skip_repeated()
+    if previous is None:
+        av.logging.set_level(av.logging.ERROR)
+    # PyAV drops a message identical to the previous one, so probing two files with the same
+    # defect would lose the reason for the second.
+    av.logging.set_skip_repeated(False)
+    try:
+        with av.logging.Capture(local=True) as logs:
+            yield logs
+    finally:
+        av.logging.set_skip_repeated(previous_skip)
+        if previous is None:
+            av.logging.set_level(None)
+
+
+def _reason(exc: BaseException, logs: _LogList, since: int) -> str:
+    """Human-readable failure reason, preferring FFmpeg's log text over the errno text."""
+    messages = [m.strip() for lvl, _, m in logs[since:] if lvl <= av.logging.ERROR and m.strip()]
+    if messages:
+        return messages[-1].rstrip(".")
+    strerror = getattr(exc, "strerror", None)
+    return str(strerror) if strerror else f"{type(exc).__name__}: {exc}"
+
+
+def _configure_decoder(stream: VideoStream) -> None:
+    # Single-threaded decoding: frame threading adds latency (more packets before the first
+    # frame comes out) and its workers' log lines would escape our thread-local capture.
+    stream.codec_context.thread_type = "NONE"
+    stream.codec_context.thread_count = 1
+
+
+def _seconds(ts: int | None, time_base: Fraction | None) -> float | None:
+    if ts is None or time_base is None:
+        return None
+    return float(ts * time_base)
+
+
+def probe_video(path: str | Path) -> VideoProbe:
+    """Probe a video file without fully decoding it. Never raises; failures give ok=False.
+
+    Cost: reading all packets once plus decoding the first frame and the last GOP. Damage in
+    the middle of the stream (outside those GOPs) is not detected. Safe to call from several
+    threads; at worst a concurrent probe loses FFmpeg's detailed message text.
+    """
+    spath = str(path)
+    try:
+        size = Path(path).stat().st_size
+    except FileNotFoundError:
+        return _failed(spath, 0, "cannot open: file not found")
+    except OSError as exc:
+        return _failed(spath, 0, f"cannot open: {exc.strerror or exc}")
+    if size == 0:
+        return _failed(spath, 0, "cannot open: empty file (0 bytes)")
+    with _capture_libav_logs() as logs:
+        try:
+            return _probe(spath, size, logs)
+        except Exception as exc:  # the contract is "never raises": report, don't propagate
+            return _failed(spath, size, f"unexpected {type(exc).__name__}: {exc}")
+
+
+def _probe(path: str, size: int, logs: _LogList) -> VideoProbe:
+    mark = len(logs)
+    try:
+        container = av.open(path, mode="r")
+    except _AV_ERRORS as exc:
+        return _failed(path, size, f"cannot open: {_reason(exc, logs, mark)}")
+    with container:
+        if not container.streams.video:
+            return _failed(path, size, "no video stream")
+        stream = container.streams.video[0]
+        time_base = stream.time_base
+        codec_ctx = stream.codec_context
+        rate = stream.average_rate or stream.guessed_rate
+        if stream.duration and time_base is not None:
+            meta_duration: float | None = float(stream.duration * time_base)
+        elif container.duration:
+            meta_duration = container.duration / 1_000_000  # AV_TIME_BASE units
+        else:
+            meta_duration = None
+        base = VideoProbe(
+            path=path,
+            ok=False,
+            error=None,
+            codec=codec_ctx.name if codec_ctx is not None else None,
+            width=stream.width or None,
+            height=stream.height or None,
+            fps=float(rate) if rate else None,
+            metadata_duration_s=meta_duration,
+            frame_count=None,
+            first_frame_s=None,
+            last_frame_s=None,
+            first_frame_decodes=False,
+            last_frame_decodes=False,
+            size_bytes=size,
+        )
+        if codec_ctx is None:
+            return replace(base, error="no decoder for the video codec in this FFmpeg build")
+        meta_frames = stream.frames  # 0 when the container does not say
+
+        # --- demux pass: timestamps and keyframes, no decoding ---
+        errors: list[str] = []
+        timestamps: list[int] = []
+        # Seek targets in file order. The keyframe's pts is right for pts-indexed formats (mp4
+        # lands exactly on it) and still safe for dts-indexed ones (its dts <= its pts).
+        keyframes: list[int] = []
+        n_packets = 0  # including edit-list-discarded ones, to compare with metadata
+        n_corrupt = 0
+        mark = len(logs)
+        try:
+            for packet in container.demux(stream):
+                ts = packet.pts if packet.pts is not None else packet.dts
+                if ts is None:
+                    continue  # the empty flush packet PyAV yields at EOF
+                n_packets += 1
+                n_corrupt += packet.is_corrupt
+                if packet.is_discard:
+                    continue  # trimmed by an edit list: never presented, decoder drops it
+                timestamps.append(ts)
+                if packet.is_keyframe:
+                    keyframes.append(ts)
+        except _AV_ERRORS as exc:
+            errors.append(f"demux failed after {n_packets} packets: {_reason(exc, logs, mark)}")
+        truncated = bool(meta_frames and n_packets < meta_frames)
+        if truncated:
+            errors.append(f"truncated: {n_packets} of {meta_frames} frames present in file")
+        elif n_corrupt:
+            errors.append(f"{n_corrupt} packet(s) flagged corrupt (truncated data?)")
+        if not timestamps:
+            errors.append("no video packets")
+            return replace(base, frame_count=0, error="; ".join(errors))
+        max_ts = max(timestamps)
+        if base.fps is None and len(timestamps) > 1 and time_base is not None:
+            # No rate in the metadata: derive an average from the timestamp span.
+            span = float((max_ts - min(timestamps)) * time_base)
+            base = replace(base, fps=(len(timestamps) - 1) / span if span > 0 else None)
+
+    # --- decodes on a fresh container (clean demuxer state, no seek-to-start needed) ---
+    mark = len(logs)
+    try:
+        container = av.open(path, mode="r")
+    except _AV_ERRORS as exc:
+        errors.append(f"cannot reopen: {_reason(exc, logs, mark)}")
+        return replace(base, frame_count=len(timestamps), error="; ".join(errors))
+    with container:
+        stream = container.streams.video[0]
+        _configure_decoder(stream)
+        first_pts, first_err = _decode_first(container, stream, logs)
+        if first_err:
+            errors.append(first_err)
+        last_pts, last_err = _decode_last(container, stream, keyframes, logs)
+        if last_err:
+            errors.append(last_err)
+
+    # Both ends are judged against the packet timestamps, not just "some frame came out": a
+    # frame lost at either end shrinks the decodable range, which first/last_frame_s report.
+    first_ok = first_pts is not None and first_pts <= min(timestamps)
+    # A truncated file's real last frame is missing even if the last *present* one decodes.
+    last_ok = last_pts is not None and last_pts >= max_ts and not truncated
+    if not first_ok and not first_err:
+        errors.append("first frame does not decode")
+        if first_pts is not None:
+            errors[-1] += f" (decodable from {_seconds(first_pts, time_base):.3f}s)"
+    if not last_ok and not last_err:
+        if last_pts is None:
+            errors.append("last frame does not decode")
+        else:
+            errors.append(
+                f"last frame does not decode (decodable up to "
+                f"{_seconds(last_pts, time_base):.3f}s of {_seconds(max_ts, time_base):.3f}s)"
+            )
+    ok = first_ok and last_ok and not errors
+    return replace(
+        base,
+        ok=ok,
+        error=None if ok else "; ".join(errors),
+        frame_count=len(timestamps),
+        first_frame_s=_seconds(first_pts, time_base),
+        last_frame_s=_seconds(last_pts, time_base),
+        first_frame_decodes=first_ok,
+        last_frame_decodes=last_ok,
+    )
+
+
+def _decode_packets(
+    packets: Iterable[Packet], logs: _LogList, *, stop_at_first: bool
+) -> tuple[list[int], list[str]]:
+    """Decode packets, skipping ones the decoder rejects; return (frame pts, failure reasons).
+
+    Skipping (rather than stopping at) a bad packet mirrors what players do, so frames after
+    damage still count as decodable. A demux error ends the pass but keeps what was decoded.
+    """
+    pts_out: list[int] = []
+    failures: list[str] = []
+    iterator = iter(packets)
+    while True:
+        mark = len(logs)
+        try:
+            packet = next(iterator)
+        except StopIteration:
+            break
+        except _AV_ERRORS as exc:
+            failures.append(f"read error: {_reason(exc, logs, mark)}")
+            break
+        try:
+            frames = packet.decode()  # the final empty packet drains the decoder
+        except _AV_ERRORS as exc:
+            failures.append(_reason(exc, logs, mark))
+            continue
+        pts_out.extend(frame.pts for frame in frames if frame.pts is not None)
+        if stop_at_first and pts_out:
+            break
+    return pts_out, failures
+
+
+def _decode_first(
+    container: InputContainer, stream: VideoStream, logs: _LogList
+) -> tuple[int | None, str | None]:
+    """Decode from the start until one frame comes out; return (its pts, error)."""
+    packets = islice(container.demux(stream), _MAX_FIRST_PACKETS)
+    pts_out, failures = _decode_packets(packets, logs, stop_at_first=True)
+    first = pts_out[0] if pts_out else None
+    if failures:
+        return first, f"decode errors at the start: {_summarize(failures)}"
+    return first, None
+
+
+def _decode_last(
+    container: InputContainer, stream: VideoStream, keyframes: list[int], logs: _LogList
+) -> tuple[int | None, str | None]:
+    """Seek to the last keyframe, decode to EOF and return (max decoded pts, error).
+
+    The max over *decoded* frames is used because B-frame reordering means the last packet in
+    file order is not the last frame in display order. If the last GOP yields nothing, earlier
+    keyframes are tried so last_frame_s still marks the end of the decodable range.
+    """
+    targets = list(dict.fromkeys(reversed(keyframes)))[:_MAX_TAIL_GOPS] or [None]
+    error: str | None = None
+    for target in targets:
+        mark = len(logs)
+        pts_out: list[int] = []
+        try:
+            if target is None:
+                container.seek(0)  # no keyframe flags at all: decode everything from the start
+            else:
+                container.seek(target, stream=stream, backward=True, any_frame=False)
+            pts_out, failures = _decode_packets(container.demux(stream), logs, stop_at_first=False)
+        except _AV_ERRORS as exc:
+            failures = [f"seek failed: {_reason(exc, logs, mark)}"]
+        if failures and error is None:
+            error = f"decode errors in the last GOP: {_summarize(failures)}"
+        if pts_out:
+            return max(pts_out), error
+    return None, error
+
+
+def _summarize(failures: list[str]) -> str:
+    more = f" (+{len(failures) - 1} more)" if len(failures) > 1 else ""
+    return f"{failures[0]}{more}"

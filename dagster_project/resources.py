@@ -1,0 +1,66 @@
+"""The Dagster-facing wrappers: the settings resource and the materialization result helper."""
+
+
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+
+from dagster_project.settings import Settings
+from dagster_project.tables import markdown_preview, write_table
+
+
+class BenchlakeSettings(dg.ConfigurableResource):
+    """Where benchlake reads and writes. Built from the environment (see `Settings.from_env`);
+    tests build it directly with a temporary `home`."""
+
+    home: str
+    rynn_vp_source: str = ""
+    rynn_vp_media: str = "full"
+    video_val_source: str = ""
+    video_val_prefix_map: str = ""
+    candidates_dir: str = ""
+    judgments_dir: str = ""
+    responses_dir: str = ""
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> "BenchlakeSettings":
+        return cls(
+            home=str(s.home),
+            rynn_vp_source=s.rynn_vp_source,
+            rynn_vp_media=s.rynn_vp_media,
+            video_val_source=s.video_val_source,
+            video_val_prefix_map=s.video_val_prefix_map,
+            candidates_dir=s.candidates_dir,
+            judgments_dir=s.judgments_dir,
+            responses_dir=s.responses_dir,
+        )
+
+    def settings(self) -> Settings:
+        return Settings(
+            home=Path(self.home).resolve(),
+            rynn_vp_source=self.rynn_vp_source,
+            rynn_vp_media=self.rynn_vp_media,
+            video_val_source=self.video_val_source,
+            video_val_prefix_map=self.video_val_prefix_map,
+            candidates_dir=self.candidates_dir,
+            judgments_dir=self.judgments_dir,
+            responses_dir=self.responses_dir,
+        )
+
+    def table_path(self, name: str) -> Path:
+        return self.settings().tables_dir / f"{name}.parquet"
+
+
+def write_and_describe(
+    table: pa.Table, path: Path, *, asset_key: str | None = None, **extra: object
+) -> dg.MaterializeResult:
+    """Write `table` atomically and return the result the UI shows: rows, path, a preview."""
+    write_table(table, path)
+    metadata: dict[str, object] = {
+        "dagster/row_count": table.num_rows,
+        "path": dg.MetadataValue.path(str(path)),
+        "preview": dg.MetadataValue.md(markdown_preview(table)),
+    }
+    metadata.update(extra)
+    return dg.MaterializeResult(asset_key=asset_key, metadata=metadata)

@@ -1,0 +1,155 @@
+"""Reading Rynn-VP case folders into rows, with every refusal kept as a `Reject`.
+
+A case is accepted whole or not at all: if any of its four files is missing, unreadable, fails its
+checksum or (for `gt.mp4`) does not decode at both ends, the case is left out of `rvp_cases` and
+each problem is recorded in `rvp_rejects`. The rest of the snapshot still flows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dagster_project.rynn_vp.parsing import (
+    ParseError,
+    normalize_whitespace,
+    parse_case_id,
+    parse_interval,
+)
+from dagster_project.tables import Reject
+
+CASE_FILES = ("gt.mp4", "gt_annotations.json", "initial.png", "task.json")
+MEDIA_FILES = frozenset({"gt.mp4", "initial.png"})
+# The task.json field that carries an explicit plan (a list of step strings). The published
+# release has none; a case carrying one activates PI-5 in scoring.
+PLAN_FIELD = "plan"
+
+
+@dataclass
+class CaseRead:
+    case_id: str
+    row: dict[str, Any] | None = None
+    intervals: list[dict[str, Any]] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)
+
+    def reject(self, rel_file: str, reason: str) -> None:
+        self.rejects.append(Reject(rel_file, reason, self.case_id, "rvp_cases"))
+
+
+def list_case_dirs(root: Path) -> list[Path]:
+    cases = root / "cases"
+    if not cases.is_dir():
+        return []
+    return sorted(p for p in cases.iterdir() if p.is_dir())
+
+
+def _load_json(path: Path, rel: str, read: CaseRead) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        read.reject(rel, "file is missing")
+    except UnicodeDecodeError as exc:
+        read.reject(rel, f"not UTF-8 text: {exc}")
+    except json.JSONDecodeError as exc:
+        read.reject(rel, f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+    return None
+
+
+def read_case(case_dir: Path, *, media_expected: bool = True) -> CaseRead:
+    """Parse one `cases/<case_id>/` folder (structure, task.json, gt_annotations.json)."""
+    case_id = case_dir.name
+    rel_dir = f"cases/{case_id}"
+    read = CaseRead(case_id=case_id)
+
+    present = sorted(p.name for p in case_dir.iterdir() if not p.name.startswith("."))
+    for name in present:
+        if name not in CASE_FILES:
+            read.reject(f"{rel_dir}/{name}", "unexpected file in a case folder "
+                        f"(a case holds exactly {', '.join(CASE_FILES)})")
+    for name in CASE_FILES:
+        if name not in present and (media_expected or name not in MEDIA_FILES):
+            read.reject(f"{rel_dir}/{name}", "file is missing")
+
+    try:
+        ids = parse_case_id(case_id)
+    except ParseError as exc:
+        read.reject(rel_dir, str(exc))
+        ids = None
+
+    task = _load_json(case_dir / "task.json", f"{rel_dir}/task.json", read) \
+        if "task.json" in present else None
+    instruction = plan = None
+    if task is not None:
+        if not isinstance(task, dict):
+            read.reject(f"{rel_dir}/task.json", "top level is not a JSON object")
+        else:
+            task_id, instruction = task.get("task_id"), task.get("instruction")
+            if not isinstance(task_id, str):
+                read.reject(f"{rel_dir}/task.json", "field 'task_id' is missing or not a string")
+            elif task_id != case_id:
+                read.reject(f"{rel_dir}/task.json",
+                            f"task_id {task_id!r} differs from its folder name {case_id!r}")
+            if not isinstance(instruction, str) or not instruction.strip():
+                read.reject(f"{rel_dir}/task.json", "field 'instruction' is missing or empty")
+                instruction = None
+            if PLAN_FIELD in task:
+                plan = task[PLAN_FIELD]
+                if not (isinstance(plan, list) and plan
+                        and all(isinstance(s, str) and s.strip() for s in plan)):
+                    read.reject(f"{rel_dir}/task.json",
+                                f"field '{PLAN_FIELD}' must be a non-empty list of step strings")
+                    plan = None
+
+    ann = _load_json(case_dir / "gt_annotations.json", f"{rel_dir}/gt_annotations.json", read) \
+        if "gt_annotations.json" in present else None
+    ann_task = ann_video = None
+    if ann is not None:
+        rel = f"{rel_dir}/gt_annotations.json"
+        if not isinstance(ann, dict):
+            read.reject(rel, "top level is not a JSON object")
+        else:
+            planning, ann_task, ann_video = ann.get("planning"), ann.get("task"), ann.get("video")
+            if not isinstance(ann_task, str):
+                read.reject(rel, "field 'task' is missing or not a string")
+            if not isinstance(planning, dict) or not planning:
+                read.reject(rel, "field 'planning' is missing, empty or not an object")
+            else:
+                # json.loads keeps object insertion order: that order is the annotation order.
+                for ordinal, (interval, label) in enumerate(planning.items(), start=1):
+                    try:
+                        start_s, end_s = parse_interval(interval)
+                    except ParseError as exc:
+                        read.reject(rel, f"planning entry {ordinal}: {exc}")
+                        continue
+                    if not isinstance(label, str):
+                        read.reject(rel, f"planning entry {ordinal} ({interval}): label is not "
+                                         "a string")
+                        continue
+                    read.intervals.append({
+                        "case_id": case_id, "ordinal": ordinal, "interval": interval,
+                        "start_s": start_s, "end_s": end_s, "label": label,
+                    })
+
+    if read.rejects or ids is None:
+        read.intervals = []
+        return read
+    read.row = {
+        "case_id": case_id,
+        "instruction": instruction,
+        "source_group": ids.source_group,
+        "scene": ids.scene,
+        "room_id": ids.room_id,
+        "room_no": ids.room_no,
+        "task_no": ids.task_no,
+        "variant_no": ids.variant_no,
+        "instance_no": ids.instance_no,
+        "annotation_task_raw": ann_task,
+        "annotation_task_normalized": normalize_whitespace(ann_task or ""),
+        "annotation_video": ann_video if isinstance(ann_video, str) else None,
+        "has_explicit_plan": plan is not None,
+        "plan": plan,
+        "n_intervals": len(read.intervals),
+    }
+    return read

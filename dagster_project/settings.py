@@ -1,0 +1,110 @@
+"""Settings from the environment (and a `.env` in the project root), defaults pointing at the demo.
+
+Every public setting of the contract lives here and nowhere else; the Dagster resources and the
+CLI both read it through `Settings.from_env()`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SQL_DIR = PROJECT_ROOT / "sql"
+ASSETS_DIR = PROJECT_ROOT / "assets"
+
+# The prefix the published video-val parquets carry (see the dataset card); the demo reuses it so
+# that the remapping code is exercised exactly as on the real release.
+VIDEO_VAL_FOREIGN_PREFIX = "file:///scratch/users/astar/ares/suns1/trung/cache"
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """Minimal `.env` reader: KEY=VALUE lines, `#` comments, optional quotes."""
+    values: dict[str, str] = {}
+    if not path.is_file():
+        return values
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[key.strip().removeprefix("export ").strip()] = value
+    return values
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings. Empty strings mean "use the demo default"."""
+
+    home: Path
+    rynn_vp_source: str = ""
+    rynn_vp_media: str = "full"
+    video_val_source: str = ""
+    video_val_prefix_map: str = ""
+    candidates_dir: str = ""
+    judgments_dir: str = ""
+    responses_dir: str = ""
+    env: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    ENV_NAMES = {
+        "home": "BENCHLAKE_HOME",
+        "rynn_vp_source": "RYNN_VP_SOURCE",
+        "rynn_vp_media": "RYNN_VP_MEDIA",
+        "video_val_source": "VIDEO_VAL_SOURCE",
+        "video_val_prefix_map": "VIDEO_VAL_PREFIX_MAP",
+        "candidates_dir": "CANDIDATES_DIR",
+        "judgments_dir": "JUDGMENTS_DIR",
+        "responses_dir": "RESPONSES_DIR",
+    }
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+        env = dict(read_dotenv(Path.cwd() / ".env"))
+        env.update(os.environ if environ is None else environ)
+        values: dict[str, object] = {}
+        for f in fields(cls):
+            name = cls.ENV_NAMES.get(f.name)
+            if name and env.get(name):
+                values[f.name] = env[name]
+        home = Path(str(values.pop("home", "./warehouse"))).expanduser().resolve()
+        settings = cls(home=home, **values)  # type: ignore[arg-type]
+        if settings.rynn_vp_media not in ("full", "metadata"):
+            raise ValueError(
+                f"RYNN_VP_MEDIA must be 'full' or 'metadata', not {settings.rynn_vp_media!r}"
+            )
+        return settings
+
+    # --- derived locations -------------------------------------------------------------
+    @property
+    def tables_dir(self) -> Path:
+        return self.home / "tables"
+
+    @property
+    def catalog_path(self) -> Path:
+        return self.home / "benchlake.duckdb"
+
+    @property
+    def demo_dir(self) -> Path:
+        return self.home / "demo"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.home / "dagster"
+
+    @property
+    def exports_dir(self) -> Path:
+        return self.home / "exports"
+
+    @property
+    def hub_cache_dir(self) -> Path:
+        return self.home / "hub"
+
+    def rynn_vp_source_or_demo(self) -> str:
+        return self.rynn_vp_source or str(self.demo_dir / "Rynn-VP")
+
+    def uses_demo_rynn_vp(self) -> bool:
+        return not self.rynn_vp_source
