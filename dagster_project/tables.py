@@ -28,10 +28,24 @@ _PARQUET_OPTIONS: dict[str, Any] = {
 }
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temp file in the same folder and a rename."""
+def _umask_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A temp file in `path`'s folder (same filesystem, so the rename is atomic), with the mode
+    a plain open() would give rather than mkstemp's 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.chmod(tmp, _umask_mode())
+    return fd, tmp
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temp file in the same folder and a rename."""
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -45,8 +59,7 @@ def write_table(table: pa.Table | pl.DataFrame, path: Path) -> Path:
     """Atomically write a table as Parquet with fixed options (identical bytes for equal input)."""
     if isinstance(table, pl.DataFrame):
         table = table.to_arrow()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temp_beside(path)
     os.close(fd)
     try:
         pq.write_table(table, tmp, **_PARQUET_OPTIONS)
