@@ -92,7 +92,7 @@ def run_materialize(settings: Settings, select: str | None) -> None:
                        f"see the run in `benchlake ui` (Dagster home {settings.dagster_home})")
     n = len(result.get_asset_materialization_events())
     err.print(f"materialized {n} asset(s) in {time.perf_counter() - started:.1f}s; "
-              f"catalog: {settings.catalog_path}")
+              f"catalog: {settings.catalog_path}", soft_wrap=True, markup=False)
 
 
 def query(settings: Settings, sql: str) -> tuple[list[str], list[tuple]]:

@@ -53,6 +53,9 @@ def materialize(
     ensure_demo(settings)
     defs = definitions()
     selection = dg.AssetSelection.all() if not select else dg.AssetSelection.from_string(select)
+    if select and not selection.resolve(defs.resolve_asset_graph()):
+        known = sorted(k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys())
+        raise ValueError(f"--select {select!r} matches no asset; assets: {', '.join(known)}")
     selection = selection | dg.AssetSelection.assets(CATALOG_ASSET)
     return dg.materialize(
         [*defs.assets, *defs.asset_checks],  # type: ignore[list-item]

@@ -63,7 +63,8 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
-        env = dict(read_dotenv(Path.cwd() / ".env"))
+        env = read_dotenv(PROJECT_ROOT / ".env")
+        env.update(read_dotenv(Path.cwd() / ".env"))
         env.update(os.environ if environ is None else environ)
         values: dict[str, object] = {}
         for f in fields(cls):

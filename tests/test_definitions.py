@@ -1,0 +1,47 @@
+"""A snapshot of the asset graph: a refactor that drops an edge, a group or a check shows here."""
+
+from dagster_project.runner import definitions
+
+EXPECTED_DEPS = {
+    "rvp_snapshot": set(),
+    "rvp_checksums": {"rvp_snapshot"},
+    "rvp_media": {"rvp_checksums"},
+    "rvp_cases": {"rvp_checksums", "rvp_media"},
+    "rvp_intervals": {"rvp_checksums", "rvp_media"},
+    "benchlake_catalog": {"rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases",
+                          "rvp_intervals"},
+}
+EXPECTED_GROUPS = {k: "rynn_vp" for k in EXPECTED_DEPS} | {"benchlake_catalog": "catalog"}
+EXPECTED_CHECKS = {
+    ("rvp_checksums", "rvp_checksums_verified", True),
+    ("rvp_intervals", "rvp_intervals_per_case_in_range", False),
+    ("rvp_media", "rvp_media_decodes_at_both_ends", False),
+}
+
+
+def test_asset_graph_snapshot():
+    defs = definitions()
+    graph = defs.resolve_asset_graph()
+    deps, groups = {}, {}
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        name = key.to_user_string()
+        deps[name] = {p.to_user_string() for p in node.parent_keys}
+        groups[name] = node.group_name
+    assert {k: v for k, v in deps.items() if k in EXPECTED_DEPS} == EXPECTED_DEPS
+    assert {k: v for k, v in groups.items() if k in EXPECTED_GROUPS} == EXPECTED_GROUPS
+    checks = set()
+    for check_def in defs.asset_checks:
+        for spec in check_def.check_specs:
+            checks.add((spec.asset_key.to_user_string(), spec.name, spec.blocking))
+    assert EXPECTED_CHECKS <= checks
+
+
+def test_every_parquet_asset_is_in_the_catalog_deps():
+    graph = definitions().resolve_asset_graph()
+    catalog_parents = {p.to_user_string() for p in graph.get(
+        next(k for k in graph.get_all_asset_keys() if k.to_user_string() == "benchlake_catalog")
+    ).parent_keys}
+    parquet_assets = {k.to_user_string() for k in graph.get_all_asset_keys()
+                      if "parquet" in (graph.get(k).kinds or set())}
+    assert parquet_assets <= catalog_parents
