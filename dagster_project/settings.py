@@ -14,11 +14,6 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SQL_DIR = PROJECT_ROOT / "sql"
 ASSETS_DIR = PROJECT_ROOT / "assets"
 
-# The prefix the published video-val parquets carry (see the dataset card); the demo reuses it so
-# that the remapping code is exercised exactly as on the real release.
-VIDEO_VAL_FOREIGN_PREFIX = "file:///scratch/users/astar/ares/suns1/trung/cache"
-
-
 def read_dotenv(path: Path) -> dict[str, str]:
     """Minimal `.env` reader: KEY=VALUE lines, `#` comments, optional quotes."""
     values: dict[str, str] = {}
@@ -109,3 +104,22 @@ class Settings:
 
     def uses_demo_rynn_vp(self) -> bool:
         return not self.rynn_vp_source
+
+    @property
+    def video_val_demo_dir(self) -> Path:
+        return self.demo_dir / "video-val"
+
+    def video_val_source_or_demo(self) -> str:
+        return self.video_val_source or str(self.video_val_demo_dir / "parquets")
+
+    def uses_demo_video_val(self) -> bool:
+        return not self.video_val_source
+
+    def video_val_prefix_map_or_demo(self) -> str:
+        """Explicit map if set; else, for the demo source, the demo's mapping (the published
+        foreign prefix → the demo's video cache); else no mapping."""
+        if self.video_val_prefix_map or not self.uses_demo_video_val():
+            return self.video_val_prefix_map
+        from dagster_project.demo.video_val import demo_prefix_map
+
+        return demo_prefix_map(self.video_val_demo_dir)

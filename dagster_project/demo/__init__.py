@@ -37,3 +37,7 @@ def ensure_demo(settings: Settings) -> None:
         from dagster_project.demo.rynn_vp import build_rynn_vp_demo
 
         _build_once(Path(settings.rynn_vp_source_or_demo()), build_rynn_vp_demo)
+    if settings.uses_demo_video_val():
+        from dagster_project.demo.video_val import build_video_val_demo
+
+        _build_once(settings.video_val_demo_dir, build_video_val_demo)

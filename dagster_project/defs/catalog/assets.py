@@ -5,9 +5,10 @@ import dagster as dg
 
 from dagster_project.catalog import broken_views, build_catalog
 from dagster_project.defs.rynn_vp.assets import TABLE_KEYS as RYNN_VP_TABLES
+from dagster_project.defs.video_val.assets import TABLE_KEYS as VIDEO_VAL_TABLES
 from dagster_project.resources import BenchlakeSettings
 
-TABLE_ASSETS = [*RYNN_VP_TABLES]
+TABLE_ASSETS = [*RYNN_VP_TABLES, *VIDEO_VAL_TABLES]
 
 
 @dg.asset(group_name="catalog", kinds={"duckdb"}, deps=TABLE_ASSETS)

@@ -1,0 +1,45 @@
+"""videorl-video-val invariants as asset checks."""
+
+import dagster as dg
+import polars as pl
+
+from dagster_project.resources import BenchlakeSettings
+
+
+@dg.asset_check(asset="vv_questions")
+def vv_videos_resolvable(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
+    """Per data_source: rows whose video prefix no VIDEO_VAL_PREFIX_MAP entry matched, and rows
+    whose (remapped) video file is missing. They do not stop the rest; `vv_unresolved_videos`
+    lists them."""
+    df = pl.read_parquet(benchlake.table_path("vv_questions"))
+    per_source = (
+        df.group_by("data_source")
+        .agg(rows=pl.len(), unmatched_prefix=(~pl.col("prefix_matched")).sum(),
+             missing_file=(~pl.col("video_exists")).sum())
+        .sort("data_source")
+    )
+    bad = per_source.filter((pl.col("unmatched_prefix") > 0) | (pl.col("missing_file") > 0))
+    return dg.AssetCheckResult(
+        passed=bad.height == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={row["data_source"]: dg.MetadataValue.json(row)
+                  for row in per_source.iter_rows(named=True)},
+    )
+
+
+@dg.asset_check(asset="vv_frame_plan")
+def vv_frame_plan_within_bounds(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
+    """Every plan samples an even number of frames between 4 (FPS_MIN_FRAMES) and the row's
+    max_frames, indices inside the video and non-decreasing, sizes multiples of the factor."""
+    df = pl.read_parquet(benchlake.table_path("vv_frame_plan")).filter(pl.col("error").is_null())
+    problems = []
+    for r in df.iter_rows(named=True):
+        idx, factor = r["frame_indices"], 2 * r["patch_size"]
+        if not (r["nframes"] % 2 == 0 and len(idx) == r["nframes"]
+                and (r["max_frames"] is None or r["nframes"] <= max(r["max_frames"], 4))
+                and idx[0] >= 0 and idx[-1] <= r["total_frames"] - 1
+                and all(a <= b for a, b in zip(idx, idx[1:], strict=False))
+                and r["resized_height"] % factor == 0 and r["resized_width"] % factor == 0):
+            problems.append(r["video_path"])
+    return dg.AssetCheckResult(passed=not problems, metadata={"plans": df.height,
+                                                              "violations": len(problems)})

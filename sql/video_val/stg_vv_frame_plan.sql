@@ -1,0 +1,2 @@
+-- Staging: the qwen-vl-utils 0.0.14 frame plan per (video, settings).
+SELECT * FROM read_parquet('{{tables}}/vv_frame_plan.parquet')
