@@ -129,8 +129,15 @@ def demo() -> None:
     run_materialize(settings, None)
     cols, rows = query(settings, "SELECT property, value FROM rvp_dataset_stats")
     _render(cols, rows, "table", title="Rynn-VP dataset statistics (rvp_dataset_stats)")
-    cols, rows = query(settings, "SELECT count(*) AS rejected_inputs FROM rvp_rejects")
-    _render(cols, rows, "table")
+    cols, rows = query(settings, """
+        SELECT data_source, count(*) AS questions, count(DISTINCT video_path) AS videos,
+               count(*) FILTER (NOT video_exists) AS missing_videos
+        FROM vv_questions GROUP BY data_source ORDER BY data_source""")
+    _render(cols, rows, "table", title="videorl-video-val (vv_questions)")
+    cols, rows = query(settings, """
+        SELECT 'rvp_rejects' AS view, count(*) AS rows FROM rvp_rejects
+        UNION ALL SELECT 'vv_rejects', count(*) FROM vv_rejects WHERE action <> 'noted'""")
+    _render(cols, rows, "table", title="refused inputs")
     out.print("Leaderboards arrive with the scoring issue (#6); query the views with "
               "`benchlake sql`.")
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import dagster as dg
 
-from dagster_project.demo import ensure_demo
 from dagster_project.resources import BenchlakeSettings
 from dagster_project.settings import Settings
 
@@ -49,8 +48,10 @@ def materialize(
     raise_on_error: bool = True,
     log_level: str = "INFO",
 ) -> dg.ExecuteInProcessResult:
-    """Materialize `select` (Dagster selection syntax; default everything), then the catalog."""
-    ensure_demo(settings)
+    """Materialize `select` (Dagster selection syntax; default everything), then the catalog.
+
+    Demo inputs are built by the acquisition assets themselves, only for the sources left at
+    their defaults, so a fresh BENCHLAKE_HOME works with any selection."""
     defs = definitions()
     selection = dg.AssetSelection.all() if not select else dg.AssetSelection.from_string(select)
     if select and not selection.resolve(defs.resolve_asset_graph()):

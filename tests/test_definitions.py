@@ -8,14 +8,25 @@ EXPECTED_DEPS = {
     "rvp_media": {"rvp_checksums"},
     "rvp_cases": {"rvp_checksums", "rvp_media"},
     "rvp_intervals": {"rvp_checksums", "rvp_media"},
+    "vv_source": set(),
+    "vv_questions": {"vv_source"},
+    "vv_videos": {"vv_questions"},
+    "vv_frame_plan": {"vv_videos"},
     "benchlake_catalog": {"rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases",
-                          "rvp_intervals"},
+                          "rvp_intervals", "vv_source", "vv_questions", "vv_videos",
+                          "vv_frame_plan"},
 }
-EXPECTED_GROUPS = {k: "rynn_vp" for k in EXPECTED_DEPS} | {"benchlake_catalog": "catalog"}
+EXPECTED_GROUPS = (
+    {k: "rynn_vp" for k in EXPECTED_DEPS if k.startswith("rvp_")}
+    | {k: "video_val" for k in EXPECTED_DEPS if k.startswith("vv_")}
+    | {"benchlake_catalog": "catalog"}
+)
 EXPECTED_CHECKS = {
     ("rvp_checksums", "rvp_checksums_verified", True),
     ("rvp_intervals", "rvp_intervals_per_case_in_range", False),
     ("rvp_media", "rvp_media_decodes_at_both_ends", False),
+    ("vv_questions", "vv_videos_resolvable", False),
+    ("vv_frame_plan", "vv_frame_plan_within_bounds", False),
 }
 
 

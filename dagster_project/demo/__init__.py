@@ -31,13 +31,23 @@ def _build_once(target: Path, build: Callable[[Path], Path]) -> Path:
     return target
 
 
-def ensure_demo(settings: Settings) -> None:
-    """Build every demo input that a setting left at its default and that is missing."""
+def ensure_rynn_vp_demo(settings: Settings) -> None:
+    """Build the demo Rynn-VP snapshot if RYNN_VP_SOURCE is left at its default."""
     if settings.uses_demo_rynn_vp():
         from dagster_project.demo.rynn_vp import build_rynn_vp_demo
 
         _build_once(Path(settings.rynn_vp_source_or_demo()), build_rynn_vp_demo)
+
+
+def ensure_video_val_demo(settings: Settings) -> None:
+    """Build the demo val parquets and videos if VIDEO_VAL_SOURCE is left at its default."""
     if settings.uses_demo_video_val():
         from dagster_project.demo.video_val import build_video_val_demo
 
         _build_once(settings.video_val_demo_dir, build_video_val_demo)
+
+
+def ensure_demo(settings: Settings) -> None:
+    """Build every demo input that a setting left at its default and that is missing."""
+    ensure_rynn_vp_demo(settings)
+    ensure_video_val_demo(settings)

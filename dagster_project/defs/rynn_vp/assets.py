@@ -22,7 +22,7 @@ from dagster_project.checksums import (
     parse_sha256sums,
     verify_snapshot,
 )
-from dagster_project.demo import ensure_demo
+from dagster_project.demo import ensure_rynn_vp_demo
 from dagster_project.media.probe import probe_video
 from dagster_project.resources import BenchlakeSettings, write_and_describe
 from dagster_project.rynn_vp.ingest import MEDIA_FILES, list_case_dirs, read_case
@@ -86,7 +86,7 @@ def rvp_snapshot(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     with huggingface_hub, limited to metadata when RYNN_VP_MEDIA=metadata). Records the source
     and the revision actually resolved."""
     s = benchlake.settings()
-    ensure_demo(s)
+    ensure_rynn_vp_demo(s)
     snap = acquire_snapshot(s.rynn_vp_source_or_demo(), s.rynn_vp_media, s.hub_cache_dir)
     context.log.info(f"snapshot at {snap.local_path} (revision {snap.resolved_revision})")
     table = rows_to_table([dataclasses.asdict(snap)], SNAPSHOT_SCHEMA)

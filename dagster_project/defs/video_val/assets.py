@@ -11,7 +11,7 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dagster_project.demo import ensure_demo
+from dagster_project.demo import ensure_video_val_demo
 from dagster_project.frame_plan import plan_video
 from dagster_project.media.probe import probe_video
 from dagster_project.resources import BenchlakeSettings, write_and_describe
@@ -79,7 +79,7 @@ def vv_source(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Where the val parquets come from: a folder (any subset of the three files) or
     `hf://datasets/<repo>@<rev>` (parquets and docs only; the revision is pinned and recorded)."""
     s = benchlake.settings()
-    ensure_demo(s)
+    ensure_video_val_demo(s)
     src = acquire_val_source(s.video_val_source_or_demo(), s.hub_cache_dir)
     if not src.files:
         raise dg.Failure(f"VIDEO_VAL_SOURCE {src.local_path}: none of "
