@@ -7,6 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from dagster_project.partitions import sync_dynamic_partitions
 from dagster_project.resources import BenchlakeSettings
 from dagster_project.settings import Settings
 
@@ -40,6 +41,28 @@ def dagster_instance(settings: Settings) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(home))
 
 
+class Outcome:
+    """The runs one `materialize` call made (unpartitioned assets, one run per partition set,
+    the catalog), with the few accessors the CLI and tests need."""
+
+    def __init__(self, results: list[dg.ExecuteInProcessResult]) -> None:
+        self.results = results
+
+    @property
+    def success(self) -> bool:
+        return all(r.success for r in self.results)
+
+    @property
+    def all_events(self) -> list:
+        return [e for r in self.results for e in r.all_events]
+
+    def get_asset_materialization_events(self) -> list:
+        return [e for r in self.results for e in r.get_asset_materialization_events()]
+
+    def get_asset_check_evaluations(self) -> list:
+        return [e for r in self.results for e in r.get_asset_check_evaluations()]
+
+
 def materialize(
     settings: Settings,
     select: str | None = None,
@@ -47,26 +70,68 @@ def materialize(
     instance: dg.DagsterInstance | None = None,
     raise_on_error: bool = True,
     log_level: str = "INFO",
-) -> dg.ExecuteInProcessResult:
+    run_config: dict | None = None,
+) -> Outcome:
     """Materialize `select` (Dagster selection syntax; default everything), then the catalog.
 
+    Unpartitioned assets run first in one run; then each partitioned set runs once over all its
+    partitions (a single-run range: the assets parallelize inside); the catalog comes last.
     Demo inputs are built by the acquisition assets themselves, only for the sources left at
     their defaults, so a fresh BENCHLAKE_HOME works with any selection."""
     defs = definitions()
+    graph = defs.resolve_asset_graph()
     selection = dg.AssetSelection.all() if not select else dg.AssetSelection.from_string(select)
-    if select and not selection.resolve(defs.resolve_asset_graph()):
-        known = sorted(k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys())
+    keys = selection.resolve(graph)
+    if select and not keys:
+        known = sorted(k.to_user_string() for k in graph.get_all_asset_keys())
         raise ValueError(f"--select {select!r} matches no asset; assets: {', '.join(known)}")
-    selection = selection | dg.AssetSelection.assets(CATALOG_ASSET)
-    return dg.materialize(
-        [*defs.assets, *defs.asset_checks],  # type: ignore[list-item]
-        selection=selection,
-        resources={"benchlake": BenchlakeSettings.from_settings(settings)},
-        instance=instance,
-        raise_on_error=raise_on_error,
-        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
-    )
+    instance = instance or dg.DagsterInstance.ephemeral()
+    catalog = dg.AssetKey(CATALOG_ASSET)
+    by_partitions: dict[str, tuple[dg.PartitionsDefinition, set[dg.AssetKey]]] = {}
+    plain: set[dg.AssetKey] = set()
+    for key in keys - {catalog}:
+        pdef = graph.get(key).partitions_def
+        if pdef is None:
+            plain.add(key)
+        else:
+            by_partitions.setdefault(str(pdef), (pdef, set()))[1].add(key)
+    config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
+    config.update(run_config or {})
+
+    def run(asset_keys: set[dg.AssetKey], tags: dict[str, str] | None = None):
+        return dg.materialize(
+            [*defs.assets, *defs.asset_checks],  # type: ignore[list-item]
+            selection=dg.AssetSelection.assets(*asset_keys),
+            resources={"benchlake": BenchlakeSettings.from_settings(settings)},
+            instance=instance,
+            raise_on_error=raise_on_error,
+            run_config=config,
+            tags=tags,
+        )
+
+    results = []
+    if plain:
+        results.append(run(plain))
+    if all(r.success for r in results):
+        for pdef, asset_keys in by_partitions.values():
+            if isinstance(pdef, dg.DynamicPartitionsDefinition):
+                sync_dynamic_partitions(instance, settings)
+                partition_keys = instance.get_dynamic_partitions(pdef.name)
+            else:
+                partition_keys = list(pdef.get_partition_keys())
+            if partition_keys:
+                results.append(run(asset_keys, {
+                    "dagster/asset_partition_range_start": partition_keys[0],
+                    "dagster/asset_partition_range_end": partition_keys[-1],
+                }))
+    results.append(run({catalog}))
+    return Outcome(results)
 
 
 def table_path(settings: Settings, name: str) -> Path:
     return settings.tables_dir / f"{name}.parquet"
+
+
+def rvp_evidence_job() -> dg.JobDefinition:
+    """Module-level accessor so `dg.reconstructable` can rebuild the job in other processes."""
+    return definitions().resolve_job_def("rvp_evidence_job")

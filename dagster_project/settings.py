@@ -105,6 +105,20 @@ class Settings:
     def uses_demo_rynn_vp(self) -> bool:
         return not self.rynn_vp_source
 
+    def candidates_dir_or_demo(self) -> str:
+        return self.candidates_dir or str(self.demo_dir / "candidates")
+
+    def uses_demo_candidates(self) -> bool:
+        return not self.candidates_dir
+
+    @property
+    def evidence_dir(self) -> Path:
+        return self.home / "evidence"
+
+    @property
+    def frames_dir(self) -> Path:
+        return self.home / "frames"
+
     @property
     def video_val_demo_dir(self) -> Path:
         return self.demo_dir / "video-val"

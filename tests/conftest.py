@@ -13,6 +13,10 @@ from dagster_project.settings import Settings
 
 warnings.filterwarnings("ignore", module="dagster")
 
+# The Rynn-VP ingestion assets only (no candidates/evidence): what the ingest tests need.
+RVP_INGEST = " or ".join(f"key:{k}" for k in (
+    "rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases", "rvp_intervals"))
+
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 
 

@@ -14,7 +14,7 @@ import pytest
 from dagster_project.catalog import connect
 from dagster_project.demo.rynn_vp import write_sha256sums
 from dagster_project.runner import materialize
-from tests.conftest import settings_for
+from tests.conftest import RVP_INGEST, settings_for
 
 # (mutation, file it concerns, words the reason must contain)
 EXPECTED = {
@@ -67,7 +67,7 @@ def broken(demo_inputs, tmp_path_factory):
     shutil.copytree(Path(demo_inputs.rynn_vp_source_or_demo()), root)
     chosen = _break_snapshot(root)
     settings = settings_for(home, rynn_vp_source=str(root))
-    result = materialize(settings, raise_on_error=False)
+    result = materialize(settings, RVP_INGEST, raise_on_error=False)
     con, _ = connect(settings.tables_dir)
     return result, con, chosen, root
 
@@ -110,7 +110,7 @@ def test_checksum_check_warns_but_does_not_block(broken):
 def test_missing_manifest_blocks_downstream(rynn_vp_copy, tmp_path):
     (rynn_vp_copy / "SHA256SUMS.txt").unlink()
     settings = settings_for(tmp_path / "home", rynn_vp_source=str(rynn_vp_copy))
-    result = materialize(settings, raise_on_error=False)
+    result = materialize(settings, RVP_INGEST, raise_on_error=False)
     evals = [e for e in result.get_asset_check_evaluations()
              if e.check_name == "rvp_checksums_verified"]
     assert evals and not evals[0].passed and evals[0].severity.value == "ERROR"
@@ -149,7 +149,7 @@ def test_hub_source_passes_the_right_arguments(demo_inputs, tmp_path, monkeypatc
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
     settings = settings_for(tmp_path, rynn_vp_source="hf://datasets/Alibaba-DAMO-Academy/Rynn-VP@v1.0",
                             rynn_vp_media="metadata")
-    result = materialize(settings, raise_on_error=False)
+    result = materialize(settings, RVP_INGEST, raise_on_error=False)
     assert result.success
     assert calls["dataset_info"] == {"repo_id": "Alibaba-DAMO-Academy/Rynn-VP", "revision": "v1.0"}
     kw = calls["snapshot_download"]

@@ -47,7 +47,16 @@ def ensure_video_val_demo(settings: Settings) -> None:
         _build_once(settings.video_val_demo_dir, build_video_val_demo)
 
 
+def ensure_candidates_demo(settings: Settings) -> None:
+    """Build the demo candidates if CANDIDATES_DIR is left at its default."""
+    if settings.uses_demo_candidates():
+        from dagster_project.demo.candidates import build_candidates_demo
+
+        _build_once(Path(settings.candidates_dir_or_demo()), build_candidates_demo)
+
+
 def ensure_demo(settings: Settings) -> None:
     """Build every demo input that a setting left at its default and that is missing."""
     ensure_rynn_vp_demo(settings)
     ensure_video_val_demo(settings)
+    ensure_candidates_demo(settings)
