@@ -8,13 +8,19 @@ EXPECTED_DEPS = {
     "rvp_media": {"rvp_checksums"},
     "rvp_cases": {"rvp_checksums", "rvp_media"},
     "rvp_intervals": {"rvp_checksums", "rvp_media"},
+    "rvp_candidates": {"rvp_cases"},
+    "rvp_evidence_frames": {"rvp_cases", "rvp_intervals", "rvp_media", "rvp_candidates"},
+    "rvp_storyboards": {"rvp_candidates"},
+    "rvp_evaluations": {"rvp_candidates"},
     "vv_source": set(),
     "vv_questions": {"vv_source"},
     "vv_videos": {"vv_questions"},
     "vv_frame_plan": {"vv_videos"},
+    "vv_frames": {"vv_frame_plan", "vv_questions"},
     "benchlake_catalog": {"rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases",
-                          "rvp_intervals", "vv_source", "vv_questions", "vv_videos",
-                          "vv_frame_plan"},
+                          "rvp_intervals", "rvp_candidates", "rvp_evidence_frames",
+                          "rvp_storyboards", "rvp_evaluations", "vv_source", "vv_questions",
+                          "vv_videos", "vv_frame_plan", "vv_frames"},
 }
 EXPECTED_GROUPS = (
     {k: "rynn_vp" for k in EXPECTED_DEPS if k.startswith("rvp_")}
@@ -27,6 +33,11 @@ EXPECTED_CHECKS = {
     ("rvp_media", "rvp_media_decodes_at_both_ends", False),
     ("vv_questions", "vv_videos_resolvable", False),
     ("vv_frame_plan", "vv_frame_plan_within_bounds", False),
+    ("rvp_evaluations", "rvp_evidence_within_budget", True),
+}
+EXPECTED_PARTITIONS = {
+    "rvp_evidence_frames": "rvp_case", "rvp_storyboards": "rvp_case",
+    "rvp_evaluations": "rvp_case", "vv_frames": "static",
 }
 
 
@@ -46,6 +57,14 @@ def test_asset_graph_snapshot():
         for spec in check_def.check_specs:
             checks.add((spec.asset_key.to_user_string(), spec.name, spec.blocking))
     assert checks >= EXPECTED_CHECKS
+    partitioned = {}
+    for key in graph.get_all_asset_keys():
+        pdef = graph.get(key).partitions_def
+        if pdef is not None:
+            partitioned[key.to_user_string()] = getattr(pdef, "name", None) or "static"
+    assert partitioned == EXPECTED_PARTITIONS
+    assert {s.name for s in defs.sensors} >= {"rvp_case_partitions_sensor"}
+    assert defs.resolve_job_def("rvp_evidence_job") is not None
 
 
 def test_every_parquet_asset_is_in_the_catalog_deps():
