@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -170,6 +171,33 @@ def export(
 ) -> None:
     """Write every report view as CSV/Parquet/Markdown/JSON plus charts (issue #7)."""
     raise CliError("export is not implemented yet: report exports arrive with issue #7")
+
+
+@app.command()
+@one_line_errors
+def packets(
+    system: Annotated[str | None, typer.Option("--system", help="only this system")] = None,
+    case: Annotated[str | None, typer.Option("--case", help="only this case_id")] = None,
+) -> None:
+    """Write judge packets (JSON + evidence files) for the chosen evaluations, from the
+    materialized evidence; the `rvp_judge_packets` asset writes them all."""
+    import pyarrow.parquet as pq
+
+    from dagster_project.rynn_vp.packets import build_packets
+
+    settings = _settings()
+    snapshot = settings.tables_dir / "rvp_snapshot.parquet"
+    if not snapshot.exists():
+        raise CliError(f"the warehouse at {settings.home} has no Rynn-VP evidence yet: run "
+                       "`benchlake materialize` first")
+    root = Path(pq.read_table(snapshot).column("local_path")[0].as_py())
+    rows = build_packets(settings.tables_dir, settings.packets_dir, root, system=system,
+                         case_id=case)
+    if not rows:
+        raise CliError(f"no evaluation matches --system {system!r} --case {case!r}")
+    _render(["system", "case_id", "role", "n_evidence", "packet_path"],
+            [(r["system"] or "(GT)", r["case_id"], r["role"], r["n_evidence"], r["packet_path"])
+             for r in rows], "table", title=f"{len(rows)} judge packet(s)")
 
 
 def _port_free(port: int) -> bool:

@@ -74,8 +74,9 @@ def materialize(
 ) -> Outcome:
     """Materialize `select` (Dagster selection syntax; default everything), then the catalog.
 
-    Unpartitioned assets run first in one run; then each partitioned set runs once over all its
-    partitions (a single-run range: the assets parallelize inside); the catalog comes last.
+    Runs go in waves along the graph: one run for the unpartitioned assets whose selected
+    ancestors are done, then one run per partitioned set over all its partitions (a single-run
+    range; the assets parallelize inside), and again; the catalog comes last.
     Demo inputs are built by the acquisition assets themselves, only for the sources left at
     their defaults, so a fresh BENCHLAKE_HOME works with any selection."""
     defs = definitions()
@@ -87,14 +88,6 @@ def materialize(
         raise ValueError(f"--select {select!r} matches no asset; assets: {', '.join(known)}")
     instance = instance or dg.DagsterInstance.ephemeral()
     catalog = dg.AssetKey(CATALOG_ASSET)
-    by_partitions: dict[str, tuple[dg.PartitionsDefinition, set[dg.AssetKey]]] = {}
-    plain: set[dg.AssetKey] = set()
-    for key in keys - {catalog}:
-        pdef = graph.get(key).partitions_def
-        if pdef is None:
-            plain.add(key)
-        else:
-            by_partitions.setdefault(str(pdef), (pdef, set()))[1].add(key)
     config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
     config.update(run_config or {})
 
@@ -109,21 +102,54 @@ def materialize(
             tags=tags,
         )
 
-    results = []
-    if plain:
-        results.append(run(plain))
-    if all(r.success for r in results):
-        for pdef, asset_keys in by_partitions.values():
+    def pdef_of(key: dg.AssetKey) -> dg.PartitionsDefinition | None:
+        return graph.get(key).partitions_def
+
+    remaining = set(keys) - {catalog}
+    ancestors: dict[dg.AssetKey, set[dg.AssetKey]] = {}
+
+    def ancestors_of(key: dg.AssetKey) -> set[dg.AssetKey]:
+        if key not in ancestors:
+            found: set[dg.AssetKey] = set()
+            for parent in graph.get(key).parent_keys:
+                found |= {parent, *ancestors_of(parent)}
+            ancestors[key] = found
+        return ancestors[key]
+
+    # Waves: unpartitioned assets whose selected ancestors are all done, then each partition set
+    # whose selected ancestors are done (one run over all its partitions), and again, until done.
+    results: list[dg.ExecuteInProcessResult] = []
+    while remaining and all(r.success for r in results):
+        progressed = False
+        plain = {k for k in remaining if pdef_of(k) is None
+                 and not (ancestors_of(k) & remaining)}
+        if plain:
+            results.append(run(plain))
+            remaining -= plain
+            progressed = True
+        groups: dict[str, set[dg.AssetKey]] = {}
+        for k in remaining:
+            if pdef_of(k) is not None:
+                groups.setdefault(str(pdef_of(k)), set()).add(k)
+        for group in groups.values():
+            if any(ancestors_of(k) & (remaining - group) for k in group) or not all(
+                    r.success for r in results):
+                continue
+            pdef = pdef_of(next(iter(group)))
             if isinstance(pdef, dg.DynamicPartitionsDefinition):
                 sync_dynamic_partitions(instance, settings)
                 partition_keys = instance.get_dynamic_partitions(pdef.name)
             else:
                 partition_keys = list(pdef.get_partition_keys())
             if partition_keys:
-                results.append(run(asset_keys, {
+                results.append(run(group, {
                     "dagster/asset_partition_range_start": partition_keys[0],
                     "dagster/asset_partition_range_end": partition_keys[-1],
                 }))
+            remaining -= group
+            progressed = True
+        if not progressed:
+            raise RuntimeError(f"cannot order assets {sorted(map(str, remaining))}")
     results.append(run({catalog}))
     return Outcome(results)
 

@@ -111,6 +111,21 @@ class Settings:
     def uses_demo_candidates(self) -> bool:
         return not self.candidates_dir
 
+    def judgments_dir_or_demo(self) -> str:
+        return self.judgments_dir or str(self.demo_dir / "judgments")
+
+    def uses_demo_judgments(self) -> bool:
+        return not self.judgments_dir
+
+    @property
+    def packets_dir(self) -> Path:
+        return self.home / "packets"
+
+    @property
+    def archive_dir(self) -> Path:
+        """Content-addressed copies of every version of every ingested drop-folder file."""
+        return self.home / "archive"
+
     @property
     def evidence_dir(self) -> Path:
         return self.home / "evidence"

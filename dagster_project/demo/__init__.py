@@ -55,8 +55,22 @@ def ensure_candidates_demo(settings: Settings) -> None:
         _build_once(Path(settings.candidates_dir_or_demo()), build_candidates_demo)
 
 
+def ensure_judgments_demo(settings: Settings) -> None:
+    """Build the demo judge runs if JUDGMENTS_DIR is left at its default. They cite the demo
+    snapshot's files and the demo candidates' evidence, so those demos are built first."""
+    if settings.uses_demo_judgments():
+        from dagster_project.demo.judgments import build_judgments_demo
+
+        ensure_rynn_vp_demo(settings)
+        ensure_candidates_demo(settings)
+        _build_once(Path(settings.judgments_dir_or_demo()), lambda dest: build_judgments_demo(
+            dest, Path(settings.rynn_vp_source_or_demo()),
+            Path(settings.candidates_dir_or_demo())))
+
+
 def ensure_demo(settings: Settings) -> None:
     """Build every demo input that a setting left at its default and that is missing."""
     ensure_rynn_vp_demo(settings)
     ensure_video_val_demo(settings)
     ensure_candidates_demo(settings)
+    ensure_judgments_demo(settings)

@@ -6,11 +6,15 @@ import dagster as dg
 from dagster_project.catalog import broken_views, build_catalog
 from dagster_project.defs.rynn_vp.assets import TABLE_KEYS as RYNN_VP_TABLES
 from dagster_project.defs.rynn_vp.evidence import TABLE_KEYS as RVP_EVIDENCE_TABLES
+from dagster_project.defs.rynn_vp.judging import TABLE_KEYS as RVP_JUDGING_TABLES
 from dagster_project.defs.video_val.assets import TABLE_KEYS as VIDEO_VAL_TABLES
 from dagster_project.defs.video_val.frames import TABLE_KEYS as VV_FRAMES_TABLES
 from dagster_project.resources import BenchlakeSettings
 
-TABLE_ASSETS = [*RYNN_VP_TABLES, *RVP_EVIDENCE_TABLES, *VIDEO_VAL_TABLES, *VV_FRAMES_TABLES]
+TABLE_ASSETS = [
+    *RYNN_VP_TABLES, *RVP_EVIDENCE_TABLES, *RVP_JUDGING_TABLES,
+    *VIDEO_VAL_TABLES, *VV_FRAMES_TABLES,
+]
 
 
 @dg.asset(group_name="catalog", kinds={"duckdb"}, deps=TABLE_ASSETS)

@@ -1,0 +1,223 @@
+"""Judge packets: what each judge role reads for one evaluation, as a JSON file plus the evidence
+files it names. benchlake prepares these; the judging itself runs outside (an LLM judge in a
+harness), and its records come back through JUDGMENTS_DIR.
+
+Role prompts: when the Rynn-VP snapshot carries the Skill's frozen prompts
+(`skills/rynn-vp-eval/references/prompts/`), those files are used unchanged; otherwise the
+project's own versioned templates under `assets/prompts/<version>/`. The prompt text is never
+edited here: the task's values travel beside it as `variables`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dagster_project.settings import ASSETS_DIR
+from dagster_project.tables import atomic_write_bytes
+
+GT_ROLE = "gt_compilation"
+CANDIDATE_ROLES = ("observer", "vr_vq_judge", "hallucination_auditor", "pi_judge", "critic")
+ROLES = (GT_ROLE, *CANDIDATE_ROLES)
+SKILL_PROMPTS = Path("skills/rynn-vp-eval/references/prompts")
+PROJECT_PROMPTS = ASSETS_DIR / "prompts" / "v1"
+PACKET_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Prompts:
+    texts: dict[str, str]  # role -> prompt text, unchanged
+    files: dict[str, str]  # role -> the file it came from
+    version: str
+    source: str  # "skill" or "project"
+
+
+def _role_file(folder: Path, role: str) -> Path | None:
+    """The Skill's prompt file for a role: an exact stem, else a stem containing the role name."""
+    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    for p in files:
+        if p.stem.lower() == role:
+            return p
+    for p in files:
+        if role.replace("_", "") in p.stem.lower().replace("_", "").replace("-", ""):
+            return p
+    return None
+
+
+def load_prompts(snapshot_root: Path | None) -> Prompts:
+    skill = snapshot_root / SKILL_PROMPTS if snapshot_root else None
+    if skill is not None and skill.is_dir():
+        files = {role: _role_file(skill, role) for role in ROLES}
+        found = {r: p for r, p in files.items() if p is not None}
+        digest = hashlib.sha256()
+        for role, path in sorted(found.items()):
+            digest.update(role.encode() + b"\0" + path.read_bytes())
+        return Prompts({r: p.read_text(encoding="utf-8") for r, p in found.items()},
+                       {r: str(p) for r, p in found.items()},
+                       f"rynn-vp-skill-{digest.hexdigest()[:12]}", "skill")
+    version = (PROJECT_PROMPTS / "VERSION").read_text(encoding="utf-8").strip()
+    files = {role: PROJECT_PROMPTS / f"{role}.md" for role in ROLES}
+    return Prompts({r: p.read_text(encoding="utf-8") for r, p in files.items()},
+                   {r: str(p) for r, p in files.items()}, version, "project")
+
+
+def _canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    """Evidence files are immutable once written: a hard link costs nothing; copy otherwise."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists():
+        if dest.stat().st_size == src.stat().st_size and dest.read_bytes() == src.read_bytes():
+            return
+        dest.unlink()
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copyfile(src, dest)
+
+
+def write_packet(
+    folder: Path,
+    *,
+    role: str,
+    prompts: Prompts,
+    header: dict[str, Any],
+    variables: dict[str, Any],
+    evidence: list[dict[str, Any]],
+    storyboards: list[dict[str, Any]],
+    gt_reference: dict[str, Any],
+) -> dict[str, Any]:
+    """Write `<folder>/<role>.json` and the evidence files it names under `<folder>/evidence/`.
+
+    The packet's `fingerprint` is the SHA-256 of its canonical JSON without that field; evidence
+    files carry their own SHA-256, so the fingerprint covers their bytes too."""
+    manifest = []
+    for item in evidence:
+        src = Path(item["image_path"])
+        name = f"evidence/{item['evidence_id'].split('#', 1)[1]}{src.suffix}"
+        _link_or_copy(src, folder / name)
+        manifest.append({
+            "evidence_id": item["evidence_id"], "role": item["role"],
+            "ordinal": item["ordinal"], "file": name,
+            "sha256": hashlib.sha256(src.read_bytes()).hexdigest(),
+            "requested_s": item.get("requested_s"), "used_s": item.get("used_s"),
+            "frame_index": item.get("frame_index"), "step_id": item.get("step_id"),
+            "interval_ordinal": item.get("interval_ordinal"), "width": item["width"],
+            "height": item["height"],
+        })
+    boards = []
+    for b in storyboards:
+        src = Path(b["image_path"])
+        name = f"evidence/SB{b['storyboard_no']}{src.suffix}"
+        _link_or_copy(src, folder / name)
+        boards.append({"evidence_id": f"{b['evaluation_id']}#SB{b['storyboard_no']}",
+                       "file": name, "sha256": hashlib.sha256(src.read_bytes()).hexdigest(),
+                       "panels": f"P{b['first_panel']:02d}-P{b['last_panel']:02d}",
+                       "panel_count": b["panel_count"]})
+    packet = {
+        "packet_format": PACKET_FORMAT, **header, "role": role,
+        "prompt": {"version": prompts.version, "source": prompts.source,
+                   "file": Path(prompts.files[role]).name, "text": prompts.texts[role],
+                   "variables": variables},
+        "evidence": manifest, "storyboards": boards, "gt_compilation": gt_reference,
+    }
+    packet["fingerprint"] = hashlib.sha256(_canonical(packet)).hexdigest()
+    path = folder / f"{role}.json"
+    atomic_write_bytes(path, json.dumps(packet, indent=2, sort_keys=True,
+                                        ensure_ascii=False).encode() + b"\n")
+    return {"role": role, "packet_path": str(path), "packet_fingerprint": packet["fingerprint"],
+            "n_evidence": len(manifest) + len(boards)}
+
+
+def _rows(con: Any, sql: str, params: list | None = None) -> list[dict[str, Any]]:
+    cur = con.execute(sql, params or [])
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def build_packets(
+    tables_dir: Path, packets_dir: Path, snapshot_root: Path | None,
+    *, system: str | None = None, case_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """Packets for every evaluation (optionally one system and/or case): the five candidate
+    roles per evaluation under `<packets>/<system>/<case_id>/`, and the GT compilation packet per
+    case under `<packets>/_gt/<case_id>/`. Returns one row per packet written."""
+    from dagster_project.catalog import connect
+
+    con, _ = connect(tables_dir)
+    prompts = load_prompts(snapshot_root)
+    cases = {c["case_id"]: c for c in _rows(con, "SELECT * FROM rvp_cases")}
+    prints = {f["case_id"]: f for f in _rows(con, "SELECT * FROM rvp_gt_fingerprints")}
+    cached: dict[str, dict[str, Any]] = {}
+    try:
+        for g in _rows(con, "SELECT case_id, fingerprint, source_file, judge_run_id "
+                            "FROM rvp_gt_compilations WHERE is_current ORDER BY source_file"):
+            cached.setdefault(g["case_id"], g)
+    except Exception:  # noqa: BLE001 - no judgments ingested yet: nothing is cached
+        pass
+    evaluations = _rows(con, "SELECT * FROM rvp_evaluations ORDER BY evaluation_id")
+    out: list[dict[str, Any]] = []
+
+    def gt_ref(cid: str) -> dict[str, Any]:
+        fp = prints.get(cid, {}).get("fingerprint")
+        hit = cached.get(cid)
+        return {"fingerprint": fp, "cached": hit is not None,
+                "source_file": hit["source_file"] if hit else None,
+                "judge_run_id": hit["judge_run_id"] if hit else None}
+
+    def variables(cid: str) -> dict[str, Any]:
+        c = cases[cid]
+        return {"case_id": cid, "instruction": c["instruction"],
+                "explicit_plan": c["plan"] if c["has_explicit_plan"] else None}
+
+    selected_cases = sorted({e["case_id"] for e in evaluations
+                             if (system is None or e["system"] == system)
+                             and (case_id is None or e["case_id"] == case_id)})
+    for cid in selected_cases:
+        shared = _rows(con, "SELECT DISTINCT ON (role, ordinal) * FROM rvp_evidence_frames "
+                            "WHERE case_id = ? AND role IN ('S0', 'anchor') "
+                            "ORDER BY role, ordinal", [cid])
+        intervals = _rows(con, "SELECT ordinal, \"interval\", label FROM rvp_intervals "
+                               "WHERE case_id = ? ORDER BY ordinal", [cid])
+        header = {"case_id": cid, "system": None, "evaluation_id": None,
+                  "gt_witness": {"planning": intervals, "anchors_from": "gt.mp4"}}
+        gt_evidence = [{**e, "evidence_id": f"{cid}#{e['evidence_id'].split('#', 1)[1]}"}
+                       for e in shared]
+        row = write_packet(packets_dir / "_gt" / cid, role=GT_ROLE, prompts=prompts,
+                           header=header, variables=variables(cid), evidence=gt_evidence,
+                           storyboards=[], gt_reference=gt_ref(cid))
+        out.append({"system": None, "case_id": cid, "evaluation_id": None, **row})
+    for ev in evaluations:
+        if (system and ev["system"] != system) or (case_id and ev["case_id"] != case_id):
+            continue
+        evidence = _rows(con, "SELECT * FROM rvp_evidence_frames WHERE evaluation_id = ? "
+                              "ORDER BY CASE role WHEN 'S0' THEN 0 WHEN 'anchor' THEN 1 "
+                              "ELSE 2 END, ordinal", [ev["evaluation_id"]])
+        boards = _rows(con, "SELECT * FROM rvp_storyboards WHERE evaluation_id = ? "
+                            "ORDER BY storyboard_no", [ev["evaluation_id"]])
+        header = {"case_id": ev["case_id"], "system": ev["system"],
+                  "evaluation_id": ev["evaluation_id"],
+                  "evaluation": {k: ev[k] for k in ("modality", "n_source_frames", "n_panels",
+                                                    "truncated", "clip_start_s", "clip_end_s",
+                                                    "steps_total", "steps_shown",
+                                                    "evidence_gaps", "extra_evidence",
+                                                    "problem")}}
+        folder = packets_dir / ev["system"] / ev["case_id"]
+        for role in CANDIDATE_ROLES:
+            row = write_packet(folder, role=role, prompts=prompts, header=header,
+                               variables=variables(ev["case_id"]), evidence=evidence,
+                               storyboards=boards, gt_reference=gt_ref(ev["case_id"]))
+            out.append({"system": ev["system"], "case_id": ev["case_id"],
+                        "evaluation_id": ev["evaluation_id"], **row})
+    for row in out:
+        ref = gt_ref(row["case_id"])
+        row.update(prompt_version=prompts.version, prompt_source=prompts.source,
+                   gt_fingerprint=ref["fingerprint"], gt_cached=ref["cached"])
+    return out

@@ -1,0 +1,4 @@
+-- Every version of every file seen in JUDGMENTS_DIR (a changed file is a new version; the old
+-- content stays in the archive and is still read).
+SELECT source_file, version, sha256, size_bytes, is_current, archived_path
+FROM stg_rvp_judgment_files
