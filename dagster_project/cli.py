@@ -139,8 +139,21 @@ def demo() -> None:
         SELECT 'rvp_rejects' AS view, count(*) AS rows FROM rvp_rejects
         UNION ALL SELECT 'vv_rejects', count(*) FROM vv_rejects WHERE action <> 'noted'""")
     _render(cols, rows, "table", title="refused inputs")
-    out.print("Leaderboards arrive with the scoring issue (#6); query the views with "
-              "`benchlake sql`.")
+    cols, rows = query(settings, """
+        SELECT judge_run_id, modality, rank_in_modality AS rank, system,
+               n_scored || '/' || n_cases AS scored, round(final_score, 2) AS final_score,
+               round(legacy_final_score, 2) AS legacy, round(pi, 2) AS pi, round(vr, 2) AS vr,
+               round(vq, 2) AS vq
+        FROM rvp_leaderboard WHERE profile = 'current'""")
+    _render(cols, rows, "table", title="Rynn-VP leaderboard (rvp_leaderboard, profile current)")
+    cols, rows = query(settings, """
+        SELECT s.run_id, s.step, s.n_responded || '/' || s.n_rows AS responded,
+               round(s.accuracy, 4) AS accuracy, round(s.format_rate, 4) AS format_rate,
+               round(s.composite, 4) AS composite,
+               CASE WHEN b.best_step = s.step THEN 'best' ELSE '' END AS best
+        FROM vv_scores s JOIN vv_best_checkpoints b USING (run_id)
+        WHERE s.data_source = 'all' ORDER BY s.run_id, s.step""")
+    _render(cols, rows, "table", title="videorl-video-val leaderboard (vv_scores, all rows)")
 
 
 @app.command("materialize")

@@ -117,6 +117,12 @@ class Settings:
     def uses_demo_judgments(self) -> bool:
         return not self.judgments_dir
 
+    def responses_dir_or_demo(self) -> str:
+        return self.responses_dir or str(self.demo_dir / "responses")
+
+    def uses_demo_responses(self) -> bool:
+        return not self.responses_dir
+
     @property
     def packets_dir(self) -> Path:
         return self.home / "packets"

@@ -12,15 +12,18 @@ EXPECTED_DEPS = {
     "rvp_evidence_frames": {"rvp_cases", "rvp_intervals", "rvp_media", "rvp_candidates"},
     "rvp_storyboards": {"rvp_candidates"},
     "rvp_evaluations": {"rvp_candidates"},
+    "rvp_gt_fingerprints": {"rvp_checksums", "rvp_cases"},
+    "rvp_judgments": {"rvp_candidates", "rvp_evidence_frames", "rvp_storyboards",
+                      "rvp_gt_fingerprints", "rvp_intervals"},
+    "rvp_judge_packets": {"rvp_gt_fingerprints", "rvp_evaluations", "rvp_evidence_frames",
+                          "rvp_storyboards", "rvp_gt_compilations", "rvp_intervals"},
+    "vv_responses": {"vv_questions"},
+    "vv_scored_responses": {"vv_responses", "vv_questions"},
     "vv_source": set(),
     "vv_questions": {"vv_source"},
     "vv_videos": {"vv_questions"},
     "vv_frame_plan": {"vv_videos"},
     "vv_frames": {"vv_frame_plan", "vv_questions"},
-    "benchlake_catalog": {"rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases",
-                          "rvp_intervals", "rvp_candidates", "rvp_evidence_frames",
-                          "rvp_storyboards", "rvp_evaluations", "vv_source", "vv_questions",
-                          "vv_videos", "vv_frame_plan", "vv_frames"},
 }
 EXPECTED_GROUPS = (
     {k: "rynn_vp" for k in EXPECTED_DEPS if k.startswith("rvp_")}
@@ -51,6 +54,9 @@ def test_asset_graph_snapshot():
         deps[name] = {p.to_user_string() for p in node.parent_keys}
         groups[name] = node.group_name
     assert {k: v for k, v in deps.items() if k in EXPECTED_DEPS} == EXPECTED_DEPS
+    # the catalog is rebuilt after every table
+    tables = {k for k, g in groups.items() if g in ("rynn_vp", "video_val")}
+    assert deps["benchlake_catalog"] == tables
     assert {k: v for k, v in groups.items() if k in EXPECTED_GROUPS} == EXPECTED_GROUPS
     checks = set()
     for check_def in defs.asset_checks:
@@ -63,7 +69,8 @@ def test_asset_graph_snapshot():
         if pdef is not None:
             partitioned[key.to_user_string()] = getattr(pdef, "name", None) or "static"
     assert partitioned == EXPECTED_PARTITIONS
-    assert {s.name for s in defs.sensors} >= {"rvp_case_partitions_sensor"}
+    assert {s.name for s in defs.sensors} == {"rvp_case_partitions_sensor",
+                                              "rvp_judgments_sensor", "vv_responses_sensor"}
     assert defs.resolve_job_def("rvp_evidence_job") is not None
 
 

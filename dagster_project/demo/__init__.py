@@ -68,9 +68,18 @@ def ensure_judgments_demo(settings: Settings) -> None:
             Path(settings.candidates_dir_or_demo())))
 
 
+def ensure_responses_demo(settings: Settings) -> None:
+    """Build the demo val-suite responses if RESPONSES_DIR is left at its default."""
+    if settings.uses_demo_responses():
+        from dagster_project.demo.responses import build_responses_demo
+
+        _build_once(Path(settings.responses_dir_or_demo()), build_responses_demo)
+
+
 def ensure_demo(settings: Settings) -> None:
     """Build every demo input that a setting left at its default and that is missing."""
     ensure_rynn_vp_demo(settings)
     ensure_video_val_demo(settings)
     ensure_candidates_demo(settings)
     ensure_judgments_demo(settings)
+    ensure_responses_demo(settings)

@@ -1,19 +1,28 @@
 -- Per profile, judge run, system and case: the axis scores and totals of the final accepted
--- judgment. PI/VR are weighted sums of their metrics under the profile's weights (PI-5 weights
--- when the case has an explicit plan); VQ is the holistic VQ score. Rows of the evaluation grid
--- without a final judgment keep NULL scores and their `status`: missing is never 0.
+-- judgment. PI and VR are weighted sums of their metrics under the profile's weights (the PI-5
+-- set when the case has an explicit plan; weight-0 metrics are diagnostic and never count); VQ is
+-- the holistic VQ score. Rows of the evaluation grid without a final judgment keep NULL scores
+-- and their `status`: missing is never 0.
 WITH axis AS (
-    SELECT w.profile, m.judge_run_id, m.system, m.case_id,
-           sum(w.weight * m.score) FILTER (WHERE w.axis = 'PI') AS pi,
-           sum(w.weight * m.score) FILTER (WHERE w.axis = 'VR') AS vr,
-           sum(w.weight * m.score) FILTER (WHERE w.axis = 'VQ') AS vq
-    FROM int_rvp_metric_scores AS m
-    JOIN rvp_metric_weights AS w
-      ON w.metric = m.metric
-     AND (w.plan_rule = 'any'
-          OR (w.plan_rule = 'with_plan' AND m.has_explicit_plan)
-          OR (w.plan_rule = 'without_plan' AND NOT m.has_explicit_plan))
-    GROUP BY ALL
+    SELECT v.profile, j.judge_run_id, j.system, j.case_id,
+           CASE WHEN v.w_pi_1 = 0 THEN 0 ELSE j.pi_1 * v.w_pi_1 END
+           + CASE WHEN v.w_pi_2 = 0 THEN 0 ELSE j.pi_2 * v.w_pi_2 END
+           + CASE WHEN v.w_pi_3 = 0 THEN 0 ELSE j.pi_3 * v.w_pi_3 END
+           + CASE WHEN v.w_pi_4 = 0 THEN 0 ELSE j.pi_4 * v.w_pi_4 END
+           + CASE WHEN v.w_pi_5 = 0 THEN 0 ELSE j.pi_5 * v.w_pi_5 END
+           + CASE WHEN v.w_pi_6 = 0 THEN 0 ELSE j.pi_6 * v.w_pi_6 END AS pi,
+           CASE WHEN v.w_vr_1 = 0 THEN 0 ELSE j.vr_1 * v.w_vr_1 END
+           + CASE WHEN v.w_vr_2 = 0 THEN 0 ELSE j.vr_2 * v.w_vr_2 END
+           + CASE WHEN v.w_vr_3 = 0 THEN 0 ELSE j.vr_3 * v.w_vr_3 END
+           + CASE WHEN v.w_vr_4 = 0 THEN 0 ELSE j.vr_4 * v.w_vr_4 END
+           + CASE WHEN v.w_vr_5 = 0 THEN 0 ELSE j.vr_5 * v.w_vr_5 END
+           + CASE WHEN v.w_vr_6 = 0 THEN 0 ELSE j.vr_6 * v.w_vr_6 END
+           + CASE WHEN v.w_vr_7 = 0 THEN 0 ELSE j.vr_7 * v.w_vr_7 END
+           + CASE WHEN v.w_vr_8 = 0 THEN 0 ELSE j.vr_8 * v.w_vr_8 END AS vr,
+           CASE WHEN v.w_vq = 0 THEN 0 ELSE j.vq * v.w_vq END AS vq
+    FROM stg_rvp_judgments AS j
+    JOIN int_rvp_weight_vectors AS v ON v.has_explicit_plan = j.has_explicit_plan
+    WHERE j.is_final
 )
 SELECT p.profile, g.judge_run_id, g.system, g.case_id, g.modality, g.scene, g.source_group,
        g.has_explicit_plan, g.status, a.pi, a.vr, a.vq,

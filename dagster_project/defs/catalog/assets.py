@@ -9,11 +9,12 @@ from dagster_project.defs.rynn_vp.evidence import TABLE_KEYS as RVP_EVIDENCE_TAB
 from dagster_project.defs.rynn_vp.judging import TABLE_KEYS as RVP_JUDGING_TABLES
 from dagster_project.defs.video_val.assets import TABLE_KEYS as VIDEO_VAL_TABLES
 from dagster_project.defs.video_val.frames import TABLE_KEYS as VV_FRAMES_TABLES
+from dagster_project.defs.video_val.scoring import TABLE_KEYS as VV_SCORING_TABLES
 from dagster_project.resources import BenchlakeSettings
 
 TABLE_ASSETS = [
     *RYNN_VP_TABLES, *RVP_EVIDENCE_TABLES, *RVP_JUDGING_TABLES,
-    *VIDEO_VAL_TABLES, *VV_FRAMES_TABLES,
+    *VIDEO_VAL_TABLES, *VV_FRAMES_TABLES, *VV_SCORING_TABLES,
 ]
 
 

@@ -7,8 +7,6 @@ hash are ignored and counted). `rvp_judgments_sensor` only notices new content a
 same asset `benchlake materialize` runs.
 """
 
-import hashlib
-import json
 from pathlib import Path
 
 import dagster as dg
@@ -17,6 +15,7 @@ import pyarrow.parquet as pq
 
 from dagster_project.catalog import connect
 from dagster_project.demo import ensure_judgments_demo
+from dagster_project.dropfolder import archive_versions, changed_files
 from dagster_project.resources import BenchlakeSettings, write_and_describe
 from dagster_project.rynn_vp.fingerprint import GT_INPUT_FILES, gt_fingerprint
 from dagster_project.rynn_vp.judgments import (
@@ -28,8 +27,7 @@ from dagster_project.rynn_vp.judgments import (
     ingest,
 )
 from dagster_project.rynn_vp.packets import build_packets, load_prompts
-from dagster_project.settings import Settings
-from dagster_project.tables import atomic_write_bytes, rows_to_table
+from dagster_project.tables import rows_to_table
 
 GROUP = "rynn_vp"
 
@@ -120,38 +118,6 @@ def rvp_gt_fingerprints(context: dg.AssetExecutionContext, benchlake: BenchlakeS
                               prompt_version=prompts.version, prompt_source=prompts.source)
 
 
-def scan_drop_folder(root: Path) -> dict[str, str]:
-    """{relative path: sha256} of every file under a drop folder (hidden files ignored). Every
-    file is listed, whatever its suffix: the ingest rejects the ones it cannot read, visibly."""
-    found = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if path.is_file() and not any(part.startswith(".") for part in rel.split("/")):
-            found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return found
-
-
-def archive_versions(settings: Settings, kind: str, root: Path, manifest: Path) -> list[dict]:
-    """Archive every new (path, content) under `archive/<kind>/<sha256>` and return the full
-    version list: the previous manifest plus the new versions (never rewritten)."""
-    previous = pq.read_table(manifest).to_pylist() if manifest.exists() else []
-    known = {(r["source_file"], r["sha256"]) for r in previous}
-    current = scan_drop_folder(root)
-    versions = list(previous)
-    for rel, sha in current.items():
-        if (rel, sha) in known:
-            continue
-        archived = settings.archive_dir / kind / sha
-        if not archived.exists():
-            atomic_write_bytes(archived, (root / rel).read_bytes())
-        n = 1 + max((r["version"] for r in versions if r["source_file"] == rel), default=0)
-        versions.append({"source_file": rel, "version": n, "sha256": sha,
-                         "size_bytes": archived.stat().st_size, "archived_path": str(archived)})
-    for r in versions:
-        r["is_current"] = current.get(r["source_file"]) == r["sha256"]
-    return sorted(versions, key=lambda r: (r["source_file"], r["version"]))
-
-
 def _context(benchlake: BenchlakeSettings) -> EvalContext:
     con, _ = connect(benchlake.settings().tables_dir)
     cases = {}
@@ -199,8 +165,8 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     root = Path(s.judgments_dir_or_demo())
     if not root.is_dir():
         raise dg.Failure(f"JUDGMENTS_DIR {root}: no such folder")
-    manifest = benchlake.table_path("rvp_judgment_files")
-    versions = archive_versions(s, "judgments", root, manifest)
+    versions = archive_versions(s.archive_dir / "judgments", root,
+                                benchlake.table_path("rvp_judgment_files"))
     files = [SourceFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
              for v in versions]
     result = ingest(files, _context(benchlake))
@@ -239,16 +205,13 @@ def rvp_judgments_sensor(context: dg.SensorEvaluationContext, benchlake: Benchla
     root = Path(benchlake.settings().judgments_dir_or_demo())
     if not root.is_dir():
         return dg.SkipReason(f"JUDGMENTS_DIR {root} does not exist")
-    seen = json.loads(context.cursor) if context.cursor else {}
-    current = scan_drop_folder(root)
-    changed = sorted(p for p, h in current.items() if seen.get(p) != h)
+    changed, cursor, run_key = changed_files(root, context.cursor)
     if not changed:
         return dg.SkipReason("no new or changed judgment files")
-    run_key = hashlib.sha256(json.dumps([(p, current[p]) for p in changed]).encode()).hexdigest()
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=run_key, tags={"benchlake/changed_files":
                                                            ", ".join(changed)[:200]})],
-        cursor=json.dumps(current, sort_keys=True),
+        cursor=cursor,
     )
 
 

@@ -1,0 +1,110 @@
+"""Val-suite responses and their scores: RESPONSES_DIR (JSONL / Parquet) → vv_responses →
+vv_scored_responses (extraction policy v1). Aggregates are SQL views in `sql/video_val/`.
+
+Like judgments, response files are archived by content on first sight and every version is read
+on each run; `vv_responses_sensor` launches the same assets when new content appears.
+"""
+
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pyarrow as pa
+
+from dagster_project.catalog import connect
+from dagster_project.demo import ensure_responses_demo
+from dagster_project.dropfolder import archive_versions, changed_files
+from dagster_project.resources import BenchlakeSettings, write_and_describe
+from dagster_project.tables import rows_to_table
+from dagster_project.video_val.responses import ResponseFile, read_responses
+from dagster_project.video_val.scoring import POLICY, score_frame
+
+GROUP = "video_val"
+
+FILES_SCHEMA = pa.schema([
+    ("source_file", pa.string()), ("version", pa.int32()), ("sha256", pa.string()),
+    ("size_bytes", pa.int64()), ("archived_path", pa.string()), ("is_current", pa.bool_()),
+])
+RESPONSES_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("step", pa.int64()), ("uid", pa.string()),
+    ("data_source", pa.string()), ("sample_idx", pa.int64()), ("response", pa.string()),
+    ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int64()),
+])
+REJECTS_SCHEMA = pa.schema([
+    ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int64()),
+    ("reason", pa.string()), ("raw", pa.string()),
+])
+SCORED_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("step", pa.int64()), ("uid", pa.string()),
+    ("sample_idx", pa.int64()), ("data_source", pa.string()), ("option_letters", pa.string()),
+    ("ground_truth", pa.string()), ("extracted", pa.string()),
+    ("extraction_method", pa.string()), ("correct", pa.bool_()), ("format_ok", pa.bool_()),
+    ("composite", pa.float64()), ("policy", pa.string()),
+])
+RESPONSE_TABLES = {"vv_response_files": FILES_SCHEMA, "vv_responses": RESPONSES_SCHEMA,
+                   "vv_response_rejects": REJECTS_SCHEMA}
+
+
+@dg.multi_asset(
+    group_name=GROUP,
+    specs=[dg.AssetSpec(name, kinds={"parquet"}, deps=["vv_questions"])
+           for name in RESPONSE_TABLES],
+)
+def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
+    """Every version of every file in RESPONSES_DIR: responses keyed by (run_id, step, uid,
+    sample_idx); unknown uids, malformed records, duplicates and empty files are rejected with
+    file, line and reason."""
+    s = benchlake.settings()
+    ensure_responses_demo(s)
+    root = Path(s.responses_dir_or_demo())
+    if not root.is_dir():
+        raise dg.Failure(f"RESPONSES_DIR {root}: no such folder")
+    versions = archive_versions(s.archive_dir / "responses", root,
+                                benchlake.table_path("vv_response_files"))
+    con, _ = connect(s.tables_dir)
+    known = dict(con.execute("SELECT uid, data_source FROM vv_questions").fetchall())
+    result = read_responses([ResponseFile(v["source_file"], v["version"],
+                                          Path(v["archived_path"])) for v in versions], known)
+    tables = {"vv_response_files": versions, "vv_responses": result.rows,
+              "vv_response_rejects": result.rejects}
+    for name, schema in RESPONSE_TABLES.items():
+        extra = {"duplicates_ignored": result.duplicates} if name == "vv_responses" else {}
+        yield write_and_describe(rows_to_table(tables[name], schema), benchlake.table_path(name),
+                                 asset_key=name, **extra)
+
+
+@dg.asset(group_name=GROUP, kinds={"parquet"}, deps=["vv_responses", "vv_questions"])
+def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
+    """Extraction policy v1 on every response: the letter from the last balanced \\boxed{} in the
+    last <answer> block, else lmms-eval 0.7.3's extract_mcq_answer; format reward; composite
+    0.8·correct + 0.2·format."""
+    con, _ = connect(benchlake.settings().tables_dir)
+    df = con.execute("""
+        SELECT r.run_id, r.step, r.uid, r.sample_idx, r.data_source, q.option_letters,
+               q.ground_truth, r.response
+        FROM vv_responses r JOIN vv_questions q USING (uid)
+        ORDER BY r.run_id, r.step, r.uid, r.sample_idx""").pl()
+    scored = score_frame(df).drop("response").with_columns(policy=pl.lit(POLICY))
+    table = scored.select(SCORED_SCHEMA.names).to_arrow().cast(SCORED_SCHEMA)
+    return write_and_describe(table, benchlake.table_path("vv_scored_responses"), policy=POLICY)
+
+
+@dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
+           asset_selection=dg.AssetSelection.assets(*RESPONSE_TABLES, "vv_scored_responses",
+                                                    "benchlake_catalog"))
+def vv_responses_sensor(context: dg.SensorEvaluationContext, benchlake: BenchlakeSettings):
+    """Watches RESPONSES_DIR (cursor: path → content hash) and launches the response assets on
+    new content; they read the whole folder."""
+    root = Path(benchlake.settings().responses_dir_or_demo())
+    if not root.is_dir():
+        return dg.SkipReason(f"RESPONSES_DIR {root} does not exist")
+    changed, cursor, run_key = changed_files(root, context.cursor)
+    if not changed:
+        return dg.SkipReason("no new or changed response files")
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(run_key=run_key, tags={"benchlake/changed_files":
+                                                           ", ".join(changed)[:200]})],
+        cursor=cursor)
+
+
+TABLE_KEYS = [dg.AssetKey(k) for k in (*RESPONSE_TABLES, "vv_scored_responses")]

@@ -1,0 +1,98 @@
+"""Demo model responses for the val suite (`RESPONSES_DIR` layout), generated deterministically.
+
+Two training runs × four checkpoints over every demo question, with the variety real outputs
+have: well-formatted answers, a think block too short for the format reward, missing tags, a
+lower-case letter in the box, the answer outside the box, `\\text{}` in the box, letters beyond D
+(PerceptionComp / Video-Holmes), and one checkpoint with four samples per question (mean@k and
+majority vote). Run `base-rl` is written as JSONL with `uid`; run `sft-rl` as Parquet with
+`data_source` + `row_index`. Accuracy climbs with the step, so the best checkpoint is not the last
+one for every run.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from dagster_project.demo.video_val import QUESTIONS
+from dagster_project.tables import atomic_write_bytes, write_table
+
+RUNS = {
+    # run_id: {step: probability of answering correctly}
+    "base-rl": {20: 0.35, 40: 0.45, 60: 0.6, 80: 0.55},
+    "sft-rl": {20: 0.4, 40: 0.55, 60: 0.5, 80: 0.65},
+}
+MULTI_SAMPLE = ("base-rl", 60, 4)  # run, step, k samples per question
+
+_REASONING = (
+    "The clip opens on the scene described in the question. Tracking the objects frame by "
+    "frame, the relevant event happens in the middle third, and the final frames confirm the "
+    "state. Comparing that with each option rules out the distractors."
+)
+
+
+def _letters(n: int) -> str:
+    return "ABCDEF"[:n]
+
+
+def _response(rng: random.Random, letter: str) -> str:
+    style = rng.choices(
+        ["good", "short_think", "no_tags", "lower_box", "outside_box", "text_box", "cjk"],
+        weights=[60, 10, 8, 6, 8, 5, 3])[0]
+    think = f"<think>{_REASONING} So the answer is option {letter}.</think>\n"
+    if style == "good":
+        return f"{think}<answer>\\boxed{{{letter}}}</answer>"
+    if style == "short_think":
+        return f"<think>Looks like {letter}.</think>\n<answer>\\boxed{{{letter}}}</answer>"
+    if style == "no_tags":
+        return f"After watching, the answer is {letter}."
+    if style == "lower_box":
+        return f"{think}<answer>\\boxed{{{letter.lower()}}}</answer>"
+    if style == "outside_box":
+        return f"{think}<answer>({letter})</answer>"
+    if style == "text_box":
+        return f"{think}<answer>\\boxed{{\\text{{{letter}.}}}}</answer>"
+    return f"<think>视频显示了关键动作。</think><answer>答案是 {letter}</answer>"
+
+
+def demo_records() -> dict[str, list[dict[str, Any]]]:
+    """run_id → response records (deterministic)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for run, steps in RUNS.items():
+        records = []
+        for step, p_correct in steps.items():
+            k = MULTI_SAMPLE[2] if (run, step) == MULTI_SAMPLE[:2] else 1
+            for source, questions in sorted(QUESTIONS.items()):
+                for row_index, q in enumerate(questions):
+                    for sample in range(k):
+                        rng = random.Random(f"{run}/{step}/{source}/{row_index}/{sample}")
+                        letters = _letters(len(q.options))
+                        right = rng.random() < p_correct
+                        letter = q.answer if right else rng.choice(
+                            [x for x in letters if x != q.answer])
+                        rec = {"run_id": run, "step": step, "sample_idx": sample,
+                               "response": _response(rng, letter)}
+                        if run == "base-rl":
+                            rec["uid"] = f"{source}:{row_index}"
+                        else:
+                            rec.update(data_source=source, row_index=row_index)
+                        records.append(rec)
+        out[run] = records
+    return out
+
+
+def build_responses_demo(dest: Path) -> Path:
+    dest.mkdir(parents=True)
+    runs = demo_records()
+    lines = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n"
+                    for r in runs["base-rl"])
+    atomic_write_bytes(dest / "base-rl.jsonl", lines.encode())
+    schema = pa.schema([("run_id", pa.string()), ("step", pa.int64()),
+                        ("data_source", pa.string()), ("row_index", pa.int64()),
+                        ("sample_idx", pa.int64()), ("response", pa.string())])
+    write_table(pa.Table.from_pylist(runs["sft-rl"], schema=schema), dest / "sft-rl.parquet")
+    return dest

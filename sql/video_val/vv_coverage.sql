@@ -1,0 +1,6 @@
+-- Per run, checkpoint and data_source: how many of the source's questions have a response.
+SELECT run_id, step, data_source, n_rows, n_responded, n_rows - n_responded AS n_missing,
+       n_responded / n_rows AS coverage
+FROM vv_scores
+WHERE data_source <> 'macro'
+ORDER BY run_id, step, data_source

@@ -1,0 +1,191 @@
+"""Rynn-VP scoring views against a plain-Python recomputation from the raw demo files, and the
+reporting profiles as data (a second profile needs no view SQL change)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from dagster_project.catalog import connect
+from dagster_project.settings import SQL_DIR
+
+PI_NO_PLAN = {"PI-1": .50, "PI-2": .20, "PI-3": .15, "PI-4": .15}
+PI_PLAN = {"PI-1": .40, "PI-2": .20, "PI-3": .15, "PI-4": .15, "PI-5": .10}
+VR = {"VR-1": .20, "VR-2": .20, "VR-3": .15, "VR-4": .15, "VR-5": .10, "VR-6": .10,
+      "VR-7": .07, "VR-8": .03}
+ALL_METRICS = [f"PI-{i}" for i in range(1, 7)] + [f"VR-{i}" for i in range(1, 9)] + ["VQ"] + [
+    f"VQ-D{i}" for i in range(1, 8)]
+
+
+def expected_scores(settings, profile=(0.50, 0.40, 0.10)):
+    """Everything recomputed from raw files: task.json, case ids, candidate folders, JSONL."""
+    root = Path(settings.rynn_vp_source_or_demo())
+    cases = {}
+    for case in sorted((root / "cases").iterdir()):
+        parts = case.name.split("-")
+        plan = "plan" in json.loads((case / "task.json").read_text())
+        cases[case.name] = {"plan": plan, "scene": "-".join(parts[1:-4]), "source": parts[0]}
+    cands = {}
+    for system in sorted(Path(settings.candidates_dir_or_demo()).iterdir()):
+        for case in system.iterdir():
+            cands[(system.name, case.name)] = "video" if (case / "candidate.mp4").exists() \
+                else "images"
+    records = []
+    for f in sorted(Path(settings.judgments_dir_or_demo()).glob("*.jsonl")):
+        for line in f.read_text().splitlines():
+            r = json.loads(line)
+            if all(isinstance(v, (int, float)) and 0 <= v <= 100 for v in r["metrics"].values()):
+                records.append(r)
+    final = {}
+    for r in records:
+        key = (r["judge_run_id"], r["system"], r["case_id"])
+        rank = (r.get("attempt_kind") == "manager_review", r["attempt"])
+        if key not in final or rank > final[key][0]:
+            final[key] = (rank, r)
+    runs = sorted({k[0] for k in final})
+    systems = sorted({s for s, _ in cands})
+    w_pi, w_vr, w_vq = profile
+    per_case = {}
+    for run in runs:
+        for system in systems:
+            for case_id, info in cases.items():
+                hit = final.get((run, system, case_id))
+                if hit is None:
+                    continue
+                m = hit[1]["metrics"]
+                weights = PI_PLAN if info["plan"] else PI_NO_PLAN
+                pi = sum(w * m[k] for k, w in weights.items())
+                vr = sum(w * m[k] for k, w in VR.items())
+                vq = m["VQ"]
+                per_case[(run, system, case_id)] = {
+                    "pi": pi, "vr": vr, "vq": vq, "final": w_pi * pi + w_vr * vr + w_vq * vq,
+                    "legacy": .55 * pi + .45 * vr, "record": hit[1]}
+    return cases, cands, runs, systems, per_case
+
+
+def board(per_case, cases, runs, systems, cands, group=None):
+    out = {}
+    for run in runs:
+        for system in systems:
+            modality = {m for (s, _), m in cands.items() if s == system}.pop()
+            groups = defaultdict(list)
+            for case_id, info in cases.items():
+                g = info[group] if group else None
+                groups[g].append(per_case.get((run, system, case_id)))
+            for g, rows in groups.items():
+                scored = [r for r in rows if r is not None]
+                def mean(k, sc=scored):
+                    return (statistics.fmean(r[k] for r in sc) if sc else None)
+                out[(run, system, modality, g)] = {
+                    "n_scored": len(scored), "n_cases": len(rows), "pi": mean("pi"),
+                    "vr": mean("vr"), "vq": mean("vq"), "final_score": mean("final"),
+                    "legacy_final_score": mean("legacy")}
+    return out
+
+
+def approx_equal(got, exp):
+    for k, v in exp.items():
+        if v is None or isinstance(v, int):
+            assert got[k] == v, k
+        else:
+            assert got[k] == pytest.approx(v, abs=1e-9), k
+
+
+def view(con, sql):
+    cur = con.execute(sql)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def test_every_number_of_the_views_recomputed_in_python(demo_warehouse):
+    cases, cands, runs, systems, per_case = expected_scores(demo_warehouse)
+    con, _ = connect(demo_warehouse.tables_dir)
+    # candidate scores: scored rows equal, unscored rows NULL (never 0)
+    rows = view(con, "SELECT * FROM rvp_candidate_scores WHERE profile = 'current'")
+    assert len(rows) == len(runs) * len(systems) * len(cases)
+    for r in rows:
+        exp = per_case.get((r["judge_run_id"], r["system"], r["case_id"]))
+        if exp is None:
+            assert r["final_score"] is None and r["pi"] is None and r["status"] != "scored"
+        else:
+            approx_equal(r, {"pi": exp["pi"], "vr": exp["vr"], "vq": exp["vq"],
+                             "final_score": exp["final"],
+                             "legacy_final_score": exp["legacy"]})
+    for group, name in ((None, "rvp_leaderboard"), ("scene", "rvp_by_scene"),
+                        ("source", "rvp_by_source_group")):
+        expected = board(per_case, cases, runs, systems, cands, group)
+        col = {"scene": "scene", "source": "source_group"}.get(group)
+        got = view(con, f"SELECT * FROM {name} WHERE profile = 'current'")
+        assert len(got) == len(expected), name
+        for g in got:
+            key = (g["judge_run_id"], g["system"], g["modality"], g[col] if col else None)
+            approx_equal(g, expected[key])
+    # per-metric means and hallucination rates
+    finals = [v["record"] for v in per_case.values()]
+    means = view(con, "SELECT * FROM rvp_metric_means")
+    for m in means:
+        vals = [r["metrics"][m["metric"]] for r in finals
+                if r["judge_run_id"] == m["judge_run_id"] and r["system"] == m["system"]
+                and m["metric"] in r["metrics"]]
+        assert m["n_scored"] == len(vals) and m["mean"] == pytest.approx(statistics.fmean(vals),
+                                                                         abs=1e-9)
+    assert {m["metric"] for m in means} <= set(ALL_METRICS)
+    rates = view(con, "SELECT * FROM rvp_hallucination_rates")
+    for h in rates:
+        sel = [r for r in finals if r["judge_run_id"] == h["judge_run_id"]
+               and r["system"] == h["system"]]
+        assert h["n_scored"] == len(sel)
+        assert h["hallucination_rate"] == pytest.approx(
+            sum(bool(r["hallucinations"]) for r in sel) / len(sel), abs=1e-9)
+
+
+def test_missing_candidates_are_excluded_not_zero(demo_warehouse):
+    con, _ = connect(demo_warehouse.tables_dir)
+    rows = view(con, "SELECT system, n_scored, n_cases FROM rvp_leaderboard "
+                     "WHERE judge_run_id = 'judge-run-a'")
+    partial = [r for r in rows if r["n_scored"] < r["n_cases"]]
+    assert partial, "the demo has a system with missing candidates"
+    assert con.execute("SELECT count(*) FROM rvp_candidate_scores WHERE status <> 'scored' "
+                       "AND final_score IS NOT NULL").fetchone() == (0,)
+
+
+def test_modalities_are_ranked_separately(demo_warehouse):
+    con, _ = connect(demo_warehouse.tables_dir)
+    rows = view(con, "SELECT modality, rank_in_modality FROM rvp_leaderboard "
+                     "WHERE judge_run_id = 'judge-run-a'")
+    assert {r["modality"] for r in rows} == {"video", "images"}
+    assert sorted(r["rank_in_modality"] for r in rows if r["modality"] == "images") == [1]
+
+
+def test_a_second_profile_is_a_data_change_only(demo_warehouse, tmp_path):
+    sql = tmp_path / "sql"
+    shutil.copytree(SQL_DIR, sql)
+    profiles = sql / "rynn_vp" / "rvp_reporting_profiles.sql"
+    weights = sql / "rynn_vp" / "rvp_metric_weights.sql"
+    text = profiles.read_text()
+    profiles.write_text(text.replace(
+        "'Dataset card current profile: Overall = 0.50 PI + 0.40 VR + 0.10 VQ')",
+        "'Dataset card current profile: Overall = 0.50 PI + 0.40 VR + 0.10 VQ'),\n"
+        "    ('pi_heavy', 0.70, 0.20, 0.10, 0.55, 0.45, 'test profile')"))
+    wtext = weights.read_text()
+    rows = [line for line in wtext.splitlines() if line.strip().startswith("('current'")]
+    extra = [line.replace("'current'", "'pi_heavy'") for line in rows]
+    weights.write_text(wtext.replace(rows[-1], rows[-1] + ",\n" + ",\n".join(extra)))
+    untouched = {p.relative_to(sql) for p in sql.rglob("*.sql")} - {
+        profiles.relative_to(sql), weights.relative_to(sql)}
+    assert all((sql / p).read_bytes() == (SQL_DIR / p).read_bytes() for p in untouched)
+    con, skipped = connect(demo_warehouse.tables_dir, sql)
+    assert "rvp_leaderboard" not in skipped
+    cases, cands, runs, systems, per_case = expected_scores(demo_warehouse, (0.70, 0.20, 0.10))
+    expected = board(per_case, cases, runs, systems, cands)
+    got = view(con, "SELECT * FROM rvp_leaderboard WHERE profile = 'pi_heavy'")
+    assert len(got) == len(expected)
+    for g in got:
+        approx_equal(g, expected[(g["judge_run_id"], g["system"], g["modality"], None)])
+    current = view(con, "SELECT * FROM rvp_leaderboard WHERE profile = 'current'")
+    assert len(current) == len(got)  # the current profile is still there, unchanged

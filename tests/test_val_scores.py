@@ -1,0 +1,183 @@
+"""Val-suite responses and scores end to end on the demo: ingest with rejects, policy v1 scores,
+every aggregate view recomputed in plain Python, best checkpoints, deltas, mean@k / majority."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import dagster as dg
+import pyarrow.parquet as pq
+import pytest
+
+from dagster_project.catalog import connect
+from dagster_project.resources import BenchlakeSettings
+from dagster_project.runner import materialize
+from dagster_project.video_val.schema import SOURCES
+from dagster_project.video_val.scoring import score_response
+from tests.conftest import settings_for
+
+RESPONSES = "key:vv_response_files or key:vv_responses or key:vv_response_rejects or " \
+            "key:vv_scored_responses"
+
+
+def rows(con, sql, params=()):
+    cur = con.execute(sql, list(params))
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def raw_responses(settings) -> list[dict]:
+    root = Path(settings.responses_dir_or_demo())
+    out = []
+    for f in sorted(root.iterdir()):
+        if f.suffix == ".jsonl":
+            out += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        elif f.suffix == ".parquet":
+            out += pq.read_table(f).to_pylist()
+    for r in out:
+        r.setdefault("uid", f"{r.get('data_source')}:{r.get('row_index')}")
+        r.setdefault("sample_idx", 0)
+    return out
+
+
+def questions(settings) -> dict[str, dict]:
+    """uid → (letters, ground truth, source) parsed here from the raw parquets."""
+    import re
+
+    out = {}
+    for name, ds in SOURCES.items():
+        table = pq.read_table(Path(settings.video_val_source_or_demo()) / name).to_pylist()
+        for i, row in enumerate(table):
+            user = [m["content"] for m in row["prompt"] if m["role"] == "user"][0]
+            letters = "".join(re.findall(r"^([A-Z])\. ", user, flags=re.M))
+            letters = letters[letters.rfind("A"):]  # the last A.. run
+            out[f"{ds}:{i}"] = {"letters": letters, "gt": row["reward_model"]["ground_truth"],
+                                "source": ds, "meta": row["extra_info"]}
+    return out
+
+
+def test_scores_recomputed_in_python(demo_warehouse):
+    qs = questions(demo_warehouse)
+    per_row = defaultdict(list)
+    for r in raw_responses(demo_warehouse):
+        q = qs[r["uid"]]
+        s = score_response(r["response"], q["letters"], q["gt"])
+        per_row[(r["run_id"], r["step"], r["uid"])].append(s)
+    con, _ = connect(demo_warehouse.tables_dir)
+    scored = rows(con, "SELECT * FROM vv_scored_responses")
+    assert len(scored) == sum(len(v) for v in per_row.values())
+    assert {r["extraction_method"] for r in scored} >= {"boxed_answer", "fallback"}
+    got = {(r["run_id"], r["step"], r["data_source"]): r for r in rows(con, "SELECT * FROM vv_scores")}
+    n_rows = Counter(q["source"] for q in qs.values())
+    for (run, step) in {(k[0], k[1]) for k in per_row}:
+        acc_by_source = {}
+        for ds in n_rows:
+            vals = [statistics.fmean(s.correct for s in v) for (r2, s2, uid), v in per_row.items()
+                    if (r2, s2) == (run, step) and qs[uid]["source"] == ds]
+            g = got[(run, step, ds)]
+            assert (g["n_rows"], g["n_responded"]) == (n_rows[ds], len(vals))
+            assert g["accuracy"] == pytest.approx(statistics.fmean(vals), abs=1e-12)
+            acc_by_source[ds] = statistics.fmean(vals)
+        every = [statistics.fmean(s.correct for s in v) for (r2, s2, _), v in per_row.items()
+                 if (r2, s2) == (run, step)]
+        assert got[(run, step, "all")]["accuracy"] == pytest.approx(statistics.fmean(every),
+                                                                    abs=1e-12)
+        assert got[(run, step, "macro")]["accuracy"] == pytest.approx(
+            statistics.fmean(acc_by_source.values()), abs=1e-12)
+        comp = [statistics.fmean(s.composite for s in v) for (r2, s2, _), v in per_row.items()
+                if (r2, s2) == (run, step)]
+        assert got[(run, step, "all")]["composite"] == pytest.approx(statistics.fmean(comp),
+                                                                     abs=1e-12)
+    best = {r["run_id"]: r for r in rows(con, "SELECT * FROM vv_best_checkpoints")}
+    for run in {k[0] for k in per_row}:
+        steps = sorted({k[1] for k in per_row if k[0] == run})
+        accs = [got[(run, s, "all")]["accuracy"] for s in steps]
+        assert best[run]["best_step"] == steps[accs.index(max(accs))]  # ties: earliest
+
+
+def test_breakdowns_and_coverage(demo_warehouse):
+    con, _ = connect(demo_warehouse.tables_dir)
+    dims = {r["dimension"] for r in rows(con, "SELECT DISTINCT dimension FROM vv_breakdowns")}
+    assert dims == {"task", "category", "question_type", "subject"}
+    qt = rows(con, "SELECT DISTINCT value FROM vv_breakdowns WHERE dimension = 'question_type'")
+    assert {r["value"] for r in qt} <= {"short", "medium", "long"}
+    cov = rows(con, "SELECT * FROM vv_coverage WHERE data_source = 'all'")
+    assert all(r["n_responded"] == r["n_rows"] == 30 for r in cov)
+
+
+def test_deltas_and_samples(demo_warehouse):
+    con, _ = connect(demo_warehouse.tables_dir)
+    d = rows(con, "SELECT * FROM vv_run_deltas WHERE kind = 'same_step' AND base_run_id = "
+                  "'base-rl' AND data_source = 'all'")
+    scores = {(r["run_id"], r["step"]): r["accuracy"] for r in rows(
+        con, "SELECT * FROM vv_scores WHERE data_source = 'all'")}
+    assert d and all(r["delta_accuracy"] == pytest.approx(
+        scores[(r["run_id"], r["step"])] - scores[("base-rl", r["step"])]) for r in d)
+    k = rows(con, "SELECT * FROM vv_scores_at_k WHERE data_source = 'all' AND k > 1")
+    assert len(k) == 1 and k[0]["k"] == 4
+    s = rows(con, "SELECT * FROM vv_scored_responses WHERE run_id = ? AND step = ?",
+             [k[0]["run_id"], k[0]["step"]])
+    by_uid = defaultdict(list)
+    for r in s:
+        by_uid[r["uid"]].append(r)
+    maj = 0
+    for uid_rows in by_uid.values():
+        votes = Counter(r["extracted"] for r in uid_rows if r["extracted"])
+        if votes:
+            top = max(votes.values())
+            letter = min(x for x, n in votes.items() if n == top)
+            maj += letter == uid_rows[0]["ground_truth"]
+    assert k[0]["majority_accuracy"] == pytest.approx(maj / len(by_uid))
+
+
+@pytest.fixture
+def responses_home(demo_warehouse, tmp_path):
+    home = tmp_path / "home"
+    shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
+    for t in ("vv_response_files", "vv_responses"):
+        (home / "tables" / f"{t}.parquet").unlink()
+    drop = tmp_path / "responses"
+    shutil.copytree(demo_warehouse.responses_dir_or_demo(), drop)
+    return settings_for(home, responses_dir=str(drop)), drop
+
+
+def test_bad_responses_are_rejected_with_reasons(responses_home):
+    settings, drop = responses_home
+    good = (drop / "base-rl.jsonl").read_text().splitlines()[0]
+    lines = [good,  # duplicate of base-rl.jsonl line 1
+             json.dumps({"run_id": "x", "step": 1, "uid": "videomme_v1_test:999",
+                         "response": "A"}),
+             json.dumps({"run_id": "x", "step": 1, "data_source": "video_holmes_test",
+                         "row_index": 0, "response": "<answer>\\boxed{F}</answer>"}),
+             "{not json"]
+    (drop / "extra.jsonl").write_text("\n".join(lines) + "\n")
+    (drop / "empty.jsonl").write_text("")
+    assert materialize(settings, RESPONSES).success
+    con, _ = connect(settings.tables_dir)
+    rej = {(r["source_file"], r["line"]): r["reason"] for r in rows(
+        con, "SELECT * FROM vv_response_rejects")}
+    assert "duplicate of base-rl.jsonl v1 line 1" in rej[("extra.jsonl", 1)]
+    assert "unknown uid 'videomme_v1_test:999'" in rej[("extra.jsonl", 2)]
+    assert "not JSON" in rej[("extra.jsonl", 4)]
+    assert "empty file" in rej[("empty.jsonl", None)]
+    ok = rows(con, "SELECT * FROM vv_scored_responses WHERE run_id = 'x'")
+    assert [(r["uid"], r["extracted"], r["correct"]) for r in ok][0][:2] == (
+        "video_holmes_test:0", "F")
+
+
+def test_responses_sensor(responses_home):
+    from dagster_project.defs.video_val.scoring import vv_responses_sensor
+
+    settings, drop = responses_home
+    res = {"benchlake": BenchlakeSettings.from_settings(settings)}
+    first = vv_responses_sensor(dg.build_sensor_context(resources=res))
+    assert len(first.run_requests) == 1
+    assert isinstance(vv_responses_sensor(dg.build_sensor_context(cursor=first.cursor,
+                                                                  resources=res)), dg.SkipReason)
+    (drop / "new.jsonl").write_text((drop / "base-rl.jsonl").read_text().splitlines()[0] + "\n")
+    later = vv_responses_sensor(dg.build_sensor_context(cursor=first.cursor, resources=res))
+    assert "new.jsonl" in later.run_requests[0].tags["benchlake/changed_files"]
