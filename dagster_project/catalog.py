@@ -81,7 +81,9 @@ def create_views(
 
 def connect(tables_dir: Path, sql_dir: Path = SQL_DIR) -> tuple[duckdb.DuckDBPyConnection, dict]:
     """An in-memory DuckDB with every available view; returns (connection, skipped views)."""
-    con = duckdb.connect(":memory:")
+    # No replacement scans: a name that is not a view must fail, never silently resolve to a
+    # Python variable of the calling frame.
+    con = duckdb.connect(":memory:", config={"python_enable_replacements": False})
     skipped = create_views(con, load_views(tables_dir, sql_dir))
     return con, skipped
 

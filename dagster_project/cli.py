@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -179,11 +182,30 @@ def sql(
 @app.command()
 @one_line_errors
 def export(
-    out_dir: Annotated[str | None, typer.Option("--out")] = None,
-    profile: Annotated[str | None, typer.Option("--profile")] = None,
+    out_dir: Annotated[str | None, typer.Option(
+        "--out", help="parent folder of the export (default $BENCHLAKE_HOME/exports)")] = None,
+    profile: Annotated[str | None, typer.Option(
+        "--profile", help="only this reporting profile (default: every profile)")] = None,
 ) -> None:
-    """Write every report view as CSV/Parquet/Markdown/JSON plus charts (issue #7)."""
-    raise CliError("export is not implemented yet: report exports arrive with issue #7")
+    """Write every report view as CSV/Parquet/Markdown/JSON, PNG charts and manifest.json into
+    <out>/<UTC timestamp>/."""
+    from dagster_project.reports import export_reports
+
+    settings = _settings()
+    root = Path(out_dir).expanduser() if out_dir else settings.exports_dir
+    folder = export_reports(settings.tables_dir, root, [profile] if profile else None)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    out.print(str(folder), markup=False, soft_wrap=True)
+    formats = ",".join(Path(f).suffix[1:] for f in next(iter(manifest["views"].values()))["files"])
+    rows = [(f"{view}.{{{formats}}}", info["rows"]) for view, info in manifest["views"].items()]
+    rows += [(chart, "chart") for chart in manifest["charts"]]
+    rows += [(name, "") for name in ("README.md", "manifest.json")]
+    _render(["files", "rows"], rows, "table",
+            title=f"benchlake export {manifest['stamp']} "
+                  f"(profiles: {', '.join(p['profile'] for p in manifest['profiles']) or '-'})")
+    if manifest["skipped"]:
+        err.print(f"not available (skipped): {', '.join(manifest['skipped'])}", markup=False,
+                  soft_wrap=True)
 
 
 @app.command()
@@ -214,27 +236,83 @@ def packets(
 
 
 def _port_free(port: int) -> bool:
+    """Whether the webserver can listen on 127.0.0.1:`port` now. Binds as uvicorn does
+    (SO_REUSEADDR: a port left in TIME_WAIT counts as free). A port that cannot be bound for
+    another reason (a privileged port, say) is a CliError that names it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+            raise CliError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
     return True
+
+
+def _end_group(pgid: int) -> None:
+    """Terminate whatever is left in the UI's process group (code servers, run workers)."""
+    for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.1)
 
 
 @app.command()
 @one_line_errors
-def ui(port: Annotated[int, typer.Option("--port")] = 3000) -> None:
-    """The Dagster UI on 127.0.0.1 with a persistent Dagster home under BENCHLAKE_HOME."""
+def ui(port: Annotated[int, typer.Option("--port", min=1, max=65535,
+                                         help="port of the webserver on 127.0.0.1")] = 3000,
+       ) -> None:
+    """The Dagster UI (`dagster dev`: webserver and daemon) on 127.0.0.1, with a persistent
+    Dagster home under BENCHLAKE_HOME. Launched runs start at once; sensors and the schedule run.
+    Ctrl-C or SIGTERM shuts it down cleanly (a second one kills it)."""
+    settings = _settings()
+    if not _port_free(port):  # before importing dagster: the error comes at once
+        raise CliError(f"port {port} on 127.0.0.1 is already in use; pick another with --port")
     from dagster_project.runner import dagster_instance
 
-    settings = _settings()
-    if not _port_free(port):
-        raise CliError(f"port {port} on 127.0.0.1 is already in use; pick another with --port")
     dagster_instance(settings)  # writes dagster.yaml and sets DAGSTER_HOME
     cmd = [sys.executable, "-m", "dagster", "dev", "-h", "127.0.0.1", "-p", str(port),
            "-m", "dagster_project.definitions"]
-    raise typer.Exit(subprocess.call(cmd))
+    # Its own process group: a terminal's Ctrl-C reaches only this process, which asks
+    # `dagster dev` once to stop (SIGINT: it then shuts its webserver and daemon down).
+    env = dict(os.environ)  # `dg dev` is for dg projects; `dagster dev` is what this wraps
+    env["PYTHONWARNINGS"] = ",".join(filter(None, [
+        env.get("PYTHONWARNINGS"), "ignore:Function `dev_command` is superseded"]))
+    child = subprocess.Popen(cmd, process_group=0, env=env)
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        if child.poll() is not None:
+            return
+        if stopping:
+            os.killpg(child.pid, signal.SIGKILL)
+            return
+        stopping = True
+        err.print("benchlake: stopping the Dagster UI (again to kill it)", markup=False)
+        child.send_signal(signal.SIGINT)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        _end_group(child.pid)
+    if code != 0 and not stopping:
+        raise CliError(f"`dagster dev` exited with status {code}")
 
 
 def main() -> None:

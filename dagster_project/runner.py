@@ -13,13 +13,19 @@ from dagster_project.settings import Settings
 
 CATALOG_ASSET = "benchlake_catalog"
 
-_DAGSTER_YAML = """\
-# Written by benchlake. Runs launched from the UI start at once in their own process (no queue
-# waiting for a daemon); sensors and schedules run when `dagster-daemon` (or `benchlake ui`) runs.
+_YAML_MARKER = "# Written by benchlake."
+_DAGSTER_YAML = f"""\
+{_YAML_MARKER} Rewritten while this first line stays; delete it to keep your own edits.
+# Storage: the default SQLite files in this folder (run history, event logs, schedules), so
+# history survives restarts. Runs launched from the UI start at once in their own process (no
+# queue waiting for the run-queue daemon); sensors and the schedule run when the daemon runs
+# (`benchlake ui` starts it, as `dagster dev` does). No telemetry, no sign-up pop-up in the UI.
 run_coordinator:
   module: dagster._core.run_coordinator
   class: DefaultRunCoordinator
 telemetry:
+  enabled: false
+nux:
   enabled: false
 """
 
@@ -35,7 +41,8 @@ def dagster_instance(settings: Settings) -> dg.DagsterInstance:
     home = settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if not config.exists():
+    current = config.read_text() if config.exists() else None
+    if current is None or (current.startswith(_YAML_MARKER) and current != _DAGSTER_YAML):
         config.write_text(_DAGSTER_YAML)
     os.environ["DAGSTER_HOME"] = str(home)
     return dg.DagsterInstance.from_config(str(home))
@@ -76,12 +83,16 @@ def materialize(
 
     Runs go in waves along the graph: one run for the unpartitioned assets whose selected
     ancestors are done, then one run per partitioned set over all its partitions (a single-run
-    range; the assets parallelize inside), and again; the catalog comes last.
+    range; the assets parallelize inside), and again. The catalog is always included, so it is
+    rebuilt after whatever was selected.
     Demo inputs are built by the acquisition assets themselves, only for the sources left at
     their defaults, so a fresh BENCHLAKE_HOME works with any selection."""
     defs = definitions()
     graph = defs.resolve_asset_graph()
-    selection = dg.AssetSelection.all() if not select else dg.AssetSelection.from_string(select)
+    # "Everything" leaves out the report exports: they are written by `benchlake export`, the
+    # rescoring job and its schedule, or an explicit selection such as `group:reports`.
+    selection = (dg.AssetSelection.all() - dg.AssetSelection.groups("reports") if not select
+                 else dg.AssetSelection.from_string(select))
     keys = selection.resolve(graph)
     if select and not keys:
         known = sorted(k.to_user_string() for k in graph.get_all_asset_keys())
@@ -105,7 +116,7 @@ def materialize(
     def pdef_of(key: dg.AssetKey) -> dg.PartitionsDefinition | None:
         return graph.get(key).partitions_def
 
-    remaining = set(keys) - {catalog}
+    remaining = set(keys) | {catalog}  # the catalog is always rebuilt, after its inputs
     ancestors: dict[dg.AssetKey, set[dg.AssetKey]] = {}
 
     def ancestors_of(key: dg.AssetKey) -> set[dg.AssetKey]:
@@ -150,7 +161,8 @@ def materialize(
             progressed = True
         if not progressed:
             raise RuntimeError(f"cannot order assets {sorted(map(str, remaining))}")
-    results.append(run({catalog}))
+    if catalog in remaining:  # a run failed: still expose what did land
+        results.append(run({catalog}))
     return Outcome(results)
 
 

@@ -174,7 +174,7 @@ def test_a_second_profile_is_a_data_change_only(demo_warehouse, tmp_path):
         "    ('pi_heavy', 0.70, 0.20, 0.10, 0.55, 0.45, 'test profile')"))
     wtext = weights.read_text()
     rows = [line for line in wtext.splitlines() if line.strip().startswith("('current'")]
-    extra = [line.replace("'current'", "'pi_heavy'") for line in rows]
+    extra = [line.rstrip(",").replace("'current'", "'pi_heavy'") for line in rows]
     weights.write_text(wtext.replace(rows[-1], rows[-1] + ",\n" + ",\n".join(extra)))
     untouched = {p.relative_to(sql) for p in sql.rglob("*.sql")} - {
         profiles.relative_to(sql), weights.relative_to(sql)}

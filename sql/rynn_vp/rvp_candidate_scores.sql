@@ -3,7 +3,12 @@
 -- set when the case has an explicit plan; weight-0 metrics are diagnostic and never count); VQ is
 -- the holistic VQ score. Rows of the evaluation grid without a final judgment keep NULL scores
 -- and their `status`: missing is never 0.
-WITH axis AS (
+WITH runs AS (SELECT DISTINCT judge_run_id FROM stg_rvp_judgments),
+systems AS (
+    SELECT system, string_agg(DISTINCT modality, '+' ORDER BY modality) AS system_modality
+    FROM stg_rvp_candidates GROUP BY system
+),
+scored AS (
     SELECT v.profile, j.judge_run_id, j.system, j.case_id,
            CASE WHEN v.w_pi_1 = 0 THEN 0 ELSE j.pi_1 * v.w_pi_1 END
            + CASE WHEN v.w_pi_2 = 0 THEN 0 ELSE j.pi_2 * v.w_pi_2 END
@@ -23,13 +28,27 @@ WITH axis AS (
     FROM stg_rvp_judgments AS j
     JOIN int_rvp_weight_vectors AS v ON v.has_explicit_plan = j.has_explicit_plan
     WHERE j.is_final
+),
+grid AS (
+    -- every judge run seen × every system with candidates × every accepted case
+    SELECT r.judge_run_id, s.system, c.case_id, c.scene, c.source_group, c.has_explicit_plan,
+           coalesce(k.modality, s.system_modality) AS modality, k.ok AS candidate_ok
+    FROM runs AS r
+    CROSS JOIN systems AS s
+    CROSS JOIN stg_rvp_cases AS c
+    LEFT JOIN stg_rvp_candidates AS k ON k.system = s.system AND k.case_id = c.case_id
 )
 SELECT p.profile, g.judge_run_id, g.system, g.case_id, g.modality, g.scene, g.source_group,
-       g.has_explicit_plan, g.status, a.pi, a.vr, a.vq,
-       p.w_pi * a.pi + p.w_vr * a.vr + p.w_vq * a.vq AS final_score,
-       p.legacy_w_pi * a.pi + p.legacy_w_vr * a.vr AS legacy_final_score
+       g.has_explicit_plan,
+       CASE WHEN g.candidate_ok IS NULL THEN 'missing_candidate'
+            WHEN NOT g.candidate_ok THEN 'unusable_candidate'
+            WHEN x.case_id IS NULL THEN 'no_final_judgment'
+            ELSE 'scored' END AS status,
+       x.pi, x.vr, x.vq,
+       p.w_pi * x.pi + p.w_vr * x.vr + p.w_vq * x.vq AS final_score,
+       p.legacy_w_pi * x.pi + p.legacy_w_vr * x.vr AS legacy_final_score
 FROM rvp_reporting_profiles AS p
-CROSS JOIN int_rvp_evaluation_grid AS g
-LEFT JOIN axis AS a
-       ON a.profile = p.profile AND a.judge_run_id = g.judge_run_id AND a.system = g.system
-      AND a.case_id = g.case_id AND g.status = 'scored'
+CROSS JOIN grid AS g
+LEFT JOIN scored AS x
+       ON x.profile = p.profile AND x.judge_run_id = g.judge_run_id AND x.system = g.system
+      AND x.case_id = g.case_id AND g.candidate_ok

@@ -5,8 +5,9 @@ SELECT profile, judge_run_id, system, modality,
        count(final_score) AS n_scored, count(*) AS n_cases,
        avg(pi) AS pi, avg(vr) AS vr, avg(vq) AS vq,
        avg(final_score) AS final_score, avg(legacy_final_score) AS legacy_final_score,
-       rank() OVER (PARTITION BY profile, judge_run_id, modality
-                    ORDER BY avg(final_score) DESC NULLS LAST) AS rank_in_modality
+       CASE WHEN count(final_score) > 0 THEN
+           rank() OVER (PARTITION BY profile, judge_run_id, modality, count(final_score) > 0
+                        ORDER BY avg(final_score) DESC) END AS rank_in_modality
 FROM rvp_candidate_scores
 GROUP BY profile, judge_run_id, system, modality
-ORDER BY profile, judge_run_id, modality, rank_in_modality, system
+ORDER BY profile, judge_run_id, modality, rank_in_modality NULLS LAST, system

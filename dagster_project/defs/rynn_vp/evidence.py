@@ -14,6 +14,7 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
+from tqdm import tqdm
 
 from dagster_project.catalog import connect
 from dagster_project.demo import ensure_candidates_demo
@@ -144,10 +145,12 @@ def rvp_evidence(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     inputs = _case_inputs(benchlake, list(context.partition_keys))
     totals: dict[str, int] = {}
     workers = min(2, os.cpu_count() or 1, max(1, len(inputs)))
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(max_workers=workers) as pool, tqdm(
+            total=len(inputs), desc="evidence frames", unit="case", disable=None) as bar:
         for counts in pool.map(_build_and_write, inputs, [str(s.home)] * len(inputs)):
             for k, v in counts.items():
                 totals[k] = totals.get(k, 0) + v
+            bar.update(1)
     for table, key in (("rvp_evidence_frames", "frames"), ("rvp_storyboards", "storyboards"),
                        ("rvp_evaluations", "evaluations")):
         yield dg.MaterializeResult(asset_key=table, metadata={

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
+from tqdm import tqdm
 
 from dagster_project.catalog import connect
 from dagster_project.partitions import VV_SOURCE_PARTITIONS
@@ -69,9 +70,11 @@ def vv_frames(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
         jobs = [(source, path, list(idx), w, h, patch, out_dir)
                 for path, idx, w, h, patch in plans]
         rows: list[dict] = []
-        with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+        with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool, tqdm(
+                total=len(jobs), desc=f"val frames {source}", unit="video", disable=None) as bar:
             for video_rows in pool.map(_extract_video, jobs):
                 rows.extend(video_rows)
+                bar.update(1)
         write_table(rows_to_table(rows, VV_FRAMES_SCHEMA),
                     s.tables_dir / "vv_frames" / f"{source}.parquet")
         context.log.info(f"{source}: {len(rows)} frames from {len(jobs)} videos")

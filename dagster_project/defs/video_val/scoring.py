@@ -79,11 +79,11 @@ def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeS
     last <answer> block, else lmms-eval 0.7.3's extract_mcq_answer; format reward; composite
     0.8·correct + 0.2·format."""
     con, _ = connect(benchlake.settings().tables_dir)
-    df = con.execute("""
+    df = pl.from_arrow(con.sql("""
         SELECT r.run_id, r.step, r.uid, r.sample_idx, r.data_source, q.option_letters,
                q.ground_truth, r.response
         FROM vv_responses r JOIN vv_questions q USING (uid)
-        ORDER BY r.run_id, r.step, r.uid, r.sample_idx""").pl()
+        ORDER BY r.run_id, r.step, r.uid, r.sample_idx""").to_arrow_table())
     scored = score_frame(df).drop("response").with_columns(policy=pl.lit(POLICY))
     table = scored.select(SCORED_SCHEMA.names).to_arrow().cast(SCORED_SCHEMA)
     return write_and_describe(table, benchlake.table_path("vv_scored_responses"), policy=POLICY)
