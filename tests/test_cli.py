@@ -48,11 +48,6 @@ def test_empty_warehouse_is_a_clear_error(tmp_path):
     assert done.stderr.strip().count("\n") == 0
 
 
-def test_commands_of_later_issues_say_so_and_fail(demo_warehouse):
-    done = run(demo_warehouse.home, "export")
-    assert done.returncode != 0 and "not implemented yet" in done.stderr
-
-
 def test_sql_answers_while_a_materialization_runs(demo_warehouse, tmp_path):
     home = tmp_path / "busy"
     shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))

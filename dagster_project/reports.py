@@ -1,0 +1,664 @@
+"""Report exports: every mart as CSV, Parquet, Markdown and JSON, PNG charts, and a manifest.
+
+`export_reports` reads the warehouse through the same in-memory views as `benchlake sql`
+(`catalog.connect`), so it never touches the catalog file a materialization may be rewriting.
+Everything is written into a hidden temp folder beside the target and renamed at the end, so a
+half-written export never appears. The same warehouse and stamp give byte-identical files (fixed
+row order, number formatting, chart size/dpi, no PNG timestamps), so exports can be diffed.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time
+from decimal import Decimal
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from dagster_project.catalog import connect, view_names
+from dagster_project.settings import SQL_DIR
+from dagster_project.tables import atomic_write_bytes, write_table
+
+RVP_REPORT_VIEWS = (
+    "rvp_leaderboard", "rvp_by_scene", "rvp_by_source_group", "rvp_metric_means",
+    "rvp_hallucination_rates", "rvp_hallucinations", "rvp_candidate_coverage",
+    "rvp_candidate_scores", "rvp_evaluations", "rvp_dataset_stats", "rvp_judgment_rejects",
+    "rvp_rejects",
+)
+VV_REPORT_VIEWS = (
+    "vv_scores", "vv_breakdowns", "vv_coverage", "vv_best_checkpoints", "vv_run_deltas",
+    "vv_scores_at_k", "vv_rejects", "vv_response_rejects",
+)
+# Exported only where the warehouse defines it (it arrives with the profile-comparison work);
+# absent optional views are not listed as skipped.
+OPTIONAL_REPORT_VIEWS = ("rvp_profile_diff",)
+REPORT_VIEWS: tuple[str, ...] = RVP_REPORT_VIEWS + VV_REPORT_VIEWS + OPTIONAL_REPORT_VIEWS
+
+FORMATS = ("csv", "parquet", "md", "json")
+NULL_MARK = "–"  # en dash: visibly "no value" in a report, unlike an empty cell
+LEADERBOARD_NOTE = "means over scored cases; n_scored/n_cases shown"
+_LEADERBOARDS = {"rvp_leaderboard", "rvp_by_scene", "rvp_by_source_group"}
+_MD_CELL_MAX = 160  # Markdown is for reading; CSV/JSON/Parquet keep the full text
+
+CAPTIONS = {
+    "rvp_leaderboard": "Rynn-VP leaderboard per profile, judge run and modality (ranked within "
+                       "modality)",
+    "rvp_by_scene": "Rynn-VP scores per system and scene label",
+    "rvp_by_source_group": "Rynn-VP scores per system and source group",
+    "rvp_metric_means": "Mean, min and max of every Rynn-VP metric per judge run and system, over "
+                        "final accepted judgments",
+    "rvp_hallucination_rates": "Share of scored Rynn-VP evaluations with at least one localized "
+                               "hallucination",
+    "rvp_hallucinations": "Every localized hallucination in an accepted Rynn-VP judgment",
+    "rvp_candidate_coverage": "Rynn-VP system × case: whether a usable candidate exists",
+    "rvp_candidate_scores": "Rynn-VP axis scores and totals per profile, judge run, system and "
+                            "case",
+    "rvp_evaluations": "One row per Rynn-VP evaluation: evidence clip bounds, panels, truncation",
+    "rvp_dataset_stats": "Rynn-VP dataset-card statistics, one row per property",
+    "rvp_judgment_rejects": "Refused judgment records and files, with the reason",
+    "rvp_rejects": "Rynn-VP inputs the ingest refused, with the reason",
+    "vv_scores": "Val-suite accuracy, format rate and composite per run, step and data_source "
+                 "('all' = micro-average, 'macro' = mean of sources)",
+    "vv_breakdowns": "Val-suite scores per task, category, question type and subject",
+    "vv_coverage": "Val-suite responded vs total questions per run, step and data_source",
+    "vv_best_checkpoints": "Per val run, the step with the highest 'all' accuracy (ties: earliest)",
+    "vv_run_deltas": "Val-suite accuracy deltas of every run against every other (same step, best "
+                     "vs best)",
+    "vv_scores_at_k": "Val-suite mean@k, pass@k and majority-vote accuracy with several samples",
+    "vv_rejects": "Refused or noted val-suite files and rows, with the reason",
+    "vv_response_rejects": "Refused val-suite response records and files, with the reason",
+    "rvp_profile_diff": "Rynn-VP score changes between two reporting profiles per system and case",
+}
+
+PACKAGES = ("benchlake", "dagster", "duckdb", "polars", "pyarrow", "av", "matplotlib")
+
+# Fixed chart geometry: the same data always gives the same pixels.
+_DPI = 100
+_MODALITY_COLORS = {"video": "#4C72B0", "images": "#DD8452"}
+_FALLBACK_COLORS = ("#55A868", "#C44E52", "#8172B3", "#937860")
+
+
+class ReportError(ValueError):
+    """A user-facing export failure with a one-line message."""
+
+
+@dataclass
+class _ViewExport:
+    view: str
+    caption: str
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    files: dict[str, str] = field(default_factory=dict)
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def _home_of(tables_dir: Path) -> Path:
+    return tables_dir.parent if tables_dir.name == "tables" else tables_dir
+
+
+def _strip_sql(sql: str) -> str:
+    """The SQL without comments and string literals (for a keyword scan)."""
+    sql = re.sub(r"--[^\n]*", " ", sql)
+    return re.sub(r"'(?:[^']|'')*'", "''", sql)
+
+
+def _has_final_order_by(view: str) -> bool:
+    """Whether the view's own top-level query ends with an ORDER BY (then its order is kept)."""
+    files = list(SQL_DIR.rglob(f"{view}.sql"))
+    if not files:
+        return False
+    text, depth, top = _strip_sql(files[0].read_text(encoding="utf-8")), 0, []
+    for char in text:
+        depth += (char == "(") - (char == ")")
+        top.append(char if depth == 0 else " ")
+    return re.search(r"\border\s+by\b", "".join(top), re.IGNORECASE) is not None
+
+
+def _caption(view: str) -> str:
+    caption = CAPTIONS.get(view)
+    if caption is None:  # a view added later: its SQL's leading comment says what it is
+        files = list(SQL_DIR.rglob(f"{view}.sql"))
+        lines = files[0].read_text(encoding="utf-8").splitlines() if files else []
+        comment = " ".join(ln.lstrip("- ").strip() for ln in lines if ln.startswith("--"))
+        caption = (comment.split(". ")[0].rstrip(".") or view) if comment else view
+    return f"{caption}: {LEADERBOARD_NOTE}." if view in _LEADERBOARDS else f"{caption}."
+
+
+def _columns(con: duckdb.DuckDBPyConnection, view: str) -> list[tuple[str, str]]:
+    return [(r[0], r[1]) for r in con.execute(f'DESCRIBE "{view}"').fetchall()]
+
+
+def _read_view(
+    con: duckdb.DuckDBPyConnection, view: str, profiles: Sequence[str]
+) -> tuple[pa.Table, list[dict[str, Any]]]:
+    cols = _columns(con, view)
+    # HUGEINT (DuckDB's sum of integers) becomes Decimal(38,0) in Arrow; counts fit BIGINT.
+    select = ", ".join(
+        f'CAST("{c}" AS BIGINT) AS "{c}"' if t in ("HUGEINT", "UHUGEINT") else f'"{c}"'
+        for c, t in cols
+    )
+    where, params = "", []
+    if any(c == "profile" for c, _ in cols):
+        # An empty list has no type to bind, and means "no profile" anyway.
+        where = " WHERE profile IN (SELECT unnest(?::VARCHAR[]))"
+        params = [list(profiles)]
+    # A view's own ORDER BY carries meaning (ranks, card order) and DuckDB keeps it through a
+    # filter; views without one get a total order so repeated exports are identical.
+    order = "" if _has_final_order_by(view) else " ORDER BY ALL"
+    relation = con.sql(f'SELECT {select} FROM "{view}"{where}{order}', params=params)
+    table = relation.to_arrow_table()
+    return table, table.to_pylist()
+
+
+def _query(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    cur = con.execute(sql)
+    names = [d[0] for d in cur.description]
+    return [{k: _json_value(v) for k, v in zip(names, row, strict=True)}
+            for row in cur.fetchall()]
+
+
+# --- formatting ---------------------------------------------------------------------------
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN/inf
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    return value
+
+
+def _csv_value(value: Any) -> str:
+    value = _json_value(value)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)  # shortest round-trip form: exact and stable
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return str(value)
+
+
+def format_number(value: float) -> str:
+    """Four decimals at most, trailing zeros dropped; tiny non-zero values keep 4 significant
+    digits so they do not read as 0."""
+    if not math.isfinite(value):
+        return NULL_MARK
+    if value != 0 and abs(value) < 0.00005:
+        return f"{value:.4g}"
+    text = f"{value:.4f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _md_value(value: Any) -> str:
+    value = _json_value(value)
+    if value is None:
+        return NULL_MARK
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        text = format_number(value)
+    elif isinstance(value, list):
+        text = ", ".join(NULL_MARK if v is None else str(v) for v in value)
+    elif isinstance(value, dict):
+        text = json.dumps(value, ensure_ascii=False)
+    else:
+        text = str(value)
+    text = " ".join(text.split())  # a table row is one line
+    if len(text) > _MD_CELL_MAX:
+        text = text[: _MD_CELL_MAX - 1] + "…"
+    return text.replace("|", "\\|") if text else " "
+
+
+def _is_numeric(dtype: pa.DataType) -> bool:
+    return pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_decimal(dtype)
+
+
+def markdown_table(columns: Sequence[str], rows: Sequence[dict[str, Any]],
+                   numeric: Sequence[bool]) -> str:
+    """A GitHub-flavoured Markdown table (numbers right-aligned, NULL as an en dash)."""
+    lines = ["| " + " | ".join(c.replace("|", "\\|") for c in columns) + " |",
+             "|" + "|".join("---:" if num else "---" for num in numeric) + "|"]
+    lines += ["| " + " | ".join(_md_value(row[c]) for c in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _render_markdown(export: _ViewExport, table: pa.Table, profiles: Sequence[str]) -> str:
+    numeric = [_is_numeric(table.schema.field(c).type) for c in export.columns]
+    parts = [f"# {export.view}", "", export.caption]
+    if "profile" in export.columns:
+        parts[-1] += f" Profiles: {', '.join(profiles)}."
+    parts += ["", markdown_table(export.columns, export.rows, numeric)]
+    if not export.rows:
+        parts += ["", "_(no rows)_"]
+    return "\n".join(parts) + "\n"
+
+
+def _render_csv(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([[_csv_value(row[c]) for c in columns] for row in rows])
+    return buf.getvalue()
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
+
+
+# --- charts -------------------------------------------------------------------------------
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "_"
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    # Figure + Agg canvas directly: no pyplot global state, no backend switch for the caller.
+    fig = Figure(figsize=(width, height), dpi=_DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Any, path: Path) -> None:
+    buf = io.BytesIO()
+    # No "Software" tag (matplotlib's version) and no timestamp: identical bytes per run.
+    fig.savefig(buf, format="png", dpi=_DPI, metadata={"Software": None})
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _modality_color(modality: str | None, seen: dict[str, str]) -> str:
+    key = modality or "unknown"
+    if key not in seen:
+        seen[key] = _MODALITY_COLORS.get(key, _FALLBACK_COLORS[len(seen) % len(_FALLBACK_COLORS)])
+    return seen[key]
+
+
+def chart_leaderboard(rows: Sequence[dict[str, Any]], title: str, path: Path) -> None:
+    """Horizontal bars of final_score per system, grouped and colored by modality, each bar
+    labelled with its n_scored/n_cases (a mean is only as good as its denominator)."""
+    rows = sorted(rows, key=lambda r: (r.get("modality") or "", r.get("rank_in_modality") or 1e9,
+                                       r["system"]))
+    fig = _figure(8.0, 1.2 + 0.5 * len(rows))
+    ax = fig.add_subplot()
+    colors: dict[str, str] = {}
+    labels = [f"{r['system']} ({r.get('modality') or '?'})" for r in rows]
+    scores = [r["final_score"] if r["final_score"] is not None else 0.0 for r in rows]
+    ys = list(range(len(rows)))[::-1]  # first row on top
+    ax.barh(ys, scores, color=[_modality_color(r.get("modality"), colors) for r in rows],
+            height=0.6)
+    for y, r, score in zip(ys, rows, scores, strict=True):
+        denominator = f"{r['n_scored']}/{r['n_cases']}"
+        value = NULL_MARK if r["final_score"] is None else f"{r['final_score']:.2f}"
+        if score >= 12:  # room inside the bar for the denominator
+            ax.text(1.5, y, denominator, va="center", ha="left", color="white", fontsize=9,
+                    fontweight="bold")
+        else:  # a short (or absent) bar: both labels beside it, still readable
+            value = f"{value}   {denominator}"
+        ax.text(score + 1.0, y, value, va="center", ha="left", fontsize=9)
+    ax.set_yticks(ys, labels)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("final_score (mean over scored cases; bar label: n_scored/n_cases)")
+    ax.set_title(title, fontsize=11)
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color=c, label=m) for m, c in colors.items()], loc="lower right",
+              fontsize=8, title="modality", title_fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def chart_scene_heatmap(rows: Sequence[dict[str, Any]], title: str, path: Path) -> None:
+    """System × scene heatmap of final_score with the values written in (blank: no score)."""
+    import numpy as np
+
+    systems = sorted({(r.get("modality") or "", r["system"]) for r in rows})
+    scenes = sorted({r["scene"] for r in rows if r["scene"] is not None})
+    grid = np.full((len(systems), len(scenes)), np.nan)
+    for r in rows:
+        if r["final_score"] is not None and r["scene"] is not None:
+            key = (r.get("modality") or "", r["system"])
+            grid[systems.index(key), scenes.index(r["scene"])] = r["final_score"]
+    fig = _figure(1.6 + 1.3 * max(len(scenes), 1), 1.6 + 0.55 * max(len(systems), 1))
+    ax = fig.add_subplot()
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0, vmax=100,
+                      aspect="auto")
+    for i in range(len(systems)):
+        for j in range(len(scenes)):
+            if not np.isnan(grid[i, j]):
+                ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=9,
+                        color="black" if grid[i, j] > 60 else "white")
+    ax.set_xticks(range(len(scenes)), scenes, rotation=30, ha="right")
+    ax.set_yticks(range(len(systems)), [f"{s} ({m or '?'})" for m, s in systems])
+    ax.set_title(title, fontsize=11)
+    fig.colorbar(image, ax=ax, label="final_score")
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def chart_accuracy_by_step(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """Val accuracy against step: one panel per data_source ('all' first), one line per run."""
+    sources = sorted({r["data_source"] for r in rows} - {"all", "macro"})
+    panels = (["all"] if any(r["data_source"] == "all" for r in rows) else []) + sources
+    runs = sorted({r["run_id"] for r in rows})
+    fig = _figure(3.4 * max(len(panels), 1) + 0.6, 3.6)
+    axes = fig.subplots(1, max(len(panels), 1), sharey=True, squeeze=False)[0]
+    for ax, source in zip(axes, panels, strict=False):
+        for run in runs:
+            points = sorted((r["step"], r["accuracy"]) for r in rows
+                            if r["run_id"] == run and r["data_source"] == source
+                            and r["accuracy"] is not None)
+            if points:
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=run)
+        ax.set_title(source, fontsize=10)
+        ax.set_xlabel("step")
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("accuracy")
+    axes[0].legend(fontsize=8, title="run", title_fontsize=8)
+    fig.suptitle("videorl-video-val accuracy by step", fontsize=11)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def _write_charts(exports: dict[str, _ViewExport], profiles: Sequence[str],
+                  charts_dir: Path) -> list[str]:
+    written: list[Path] = []
+    board = exports.get("rvp_leaderboard")
+    scenes = exports.get("rvp_by_scene")
+    for profile in profiles:
+        if board is not None:
+            for run in sorted({r["judge_run_id"] for r in board.rows if r["profile"] == profile}):
+                rows = [r for r in board.rows
+                        if r["profile"] == profile and r["judge_run_id"] == run]
+                path = charts_dir / f"rvp_leaderboard_{_safe(profile)}_{_safe(run)}.png"
+                chart_leaderboard(rows, f"Rynn-VP leaderboard — profile {profile}, {run}", path)
+                written.append(path)
+        if scenes is not None:
+            for run in sorted({r["judge_run_id"] for r in scenes.rows
+                               if r["profile"] == profile}):
+                rows = [r for r in scenes.rows
+                        if r["profile"] == profile and r["judge_run_id"] == run]
+                path = charts_dir / f"rvp_scene_heatmap_{_safe(profile)}_{_safe(run)}.png"
+                chart_scene_heatmap(rows, f"Rynn-VP final_score by scene — profile {profile}, "
+                                          f"{run}", path)
+                written.append(path)
+    scores = exports.get("vv_scores")
+    if scores is not None and scores.rows:
+        path = charts_dir / "vv_accuracy_by_step.png"
+        chart_accuracy_by_step(scores.rows, path)
+        written.append(path)
+    return [f"charts/{p.name}" for p in written]
+
+
+# --- manifest -----------------------------------------------------------------------------
+
+
+def _package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _rvp_inputs(con: duckdb.DuckDBPyConnection, available: set[str]) -> dict[str, Any] | None:
+    if "stg_rvp_snapshot" not in available:
+        return None
+    snapshots = _query(con, "SELECT * FROM stg_rvp_snapshot")
+    info: dict[str, Any] = dict(snapshots[0]) if snapshots else {}
+    sums: dict[str, Any] = {}
+    local = info.get("local_path")
+    if local and (Path(local) / "SHA256SUMS.txt").is_file():
+        sums["file_sha256"] = _sha256_file(Path(local) / "SHA256SUMS.txt")
+    if "stg_rvp_checksums" in available:
+        listed = con.execute("SELECT expected_sha256, rel_path FROM stg_rvp_checksums "
+                             "WHERE expected_sha256 IS NOT NULL ORDER BY rel_path").fetchall()
+        # A digest of what was verified (sorted "sha  path" lines), stable even when the
+        # SHA256SUMS.txt file itself is no longer at hand.
+        listing = "".join(f"{sha}  {rel}\n" for sha, rel in listed)
+        sums["listing_sha256"] = hashlib.sha256(listing.encode()).hexdigest()
+        sums["n_files"] = len(listed)
+        sums["status_counts"] = {r["status"]: r["n"] for r in _query(
+            con, "SELECT status, count(*) AS n FROM stg_rvp_checksums GROUP BY status "
+                 "ORDER BY status")}
+    if sums:
+        info["sha256sums"] = sums
+    return info
+
+
+def _manifest(con: duckdb.DuckDBPyConnection, available: set[str], tables_dir: Path,
+              profiles: Sequence[str], stamp: str, exports: dict[str, _ViewExport],
+              skipped: dict[str, str], charts: list[str],
+              file_rows: dict[str, int | None], out_dir: Path) -> dict[str, Any]:
+    profile_rows: list[dict[str, Any]] = []
+    if "rvp_reporting_profiles" in available:
+        for p in _query(con, "SELECT * FROM rvp_reporting_profiles ORDER BY profile"):
+            if p["profile"] in profiles:
+                profile_rows.append(p)
+    if "rvp_metric_weights" in available:
+        weights = _query(con, "SELECT * FROM rvp_metric_weights ORDER BY ALL")
+        for p in profile_rows:
+            p["metric_weights"] = [{k: v for k, v in w.items() if k != "profile"}
+                                   for w in weights if w["profile"] == p["profile"]]
+
+    inputs: dict[str, Any] = {"rynn_vp": _rvp_inputs(con, available)}
+    if "vv_questions" in available:
+        inputs["video_val_parquets"] = _query(con, """
+            SELECT source_file, source_fingerprint, data_source, count(*) AS n_rows
+            FROM vv_questions GROUP BY ALL ORDER BY ALL""")
+    if "rvp_judgment_files" in available:
+        inputs["judgment_files"] = _query(con, """
+            SELECT source_file, version, sha256, size_bytes, is_current
+            FROM rvp_judgment_files ORDER BY source_file, version""")
+    response_view = next((v for v in ("vv_response_files", "stg_vv_response_files")
+                          if v in available), None)
+    if response_view:
+        inputs["response_files"] = _query(con, f"""
+            SELECT source_file, version, sha256, size_bytes, is_current
+            FROM {response_view} ORDER BY source_file, version""")
+
+    denominators: dict[str, Any] = {}
+    for view, keys in (("rvp_leaderboard", ("profile", "judge_run_id", "system", "modality",
+                                             "n_scored", "n_cases")),
+                       ("vv_scores", ("run_id", "step", "data_source", "n_rows",
+                                      "n_responded"))):
+        if view in exports:
+            cols = [k for k in keys if k in exports[view].columns]
+            denominators[view] = [{k: _json_value(r[k]) for k in cols}
+                                  for r in exports[view].rows]
+
+    policy: Any = None
+    if "vv_scored_responses" in available:
+        policies = [r[0] for r in con.execute(
+            "SELECT DISTINCT policy FROM vv_scored_responses ORDER BY 1").fetchall()]
+        policy = policies[0] if len(policies) == 1 else (policies or None)
+
+    files = {name: {"rows": rows, "bytes": (out_dir / name).stat().st_size,
+                    "sha256": _sha256_file(out_dir / name)}
+             for name, rows in sorted(file_rows.items())}
+    return {
+        "stamp": stamp,
+        "warehouse": str(_home_of(tables_dir)),
+        "profiles": profile_rows,
+        "inputs": inputs,
+        "denominators": denominators,
+        "packages": _package_versions(),
+        "extraction_policy": policy,
+        "views": {v: {"caption": e.caption, "rows": len(e.rows), "columns": e.columns,
+                      "files": [e.files[f] for f in FORMATS]} for v, e in exports.items()},
+        "charts": charts,
+        "files": files,
+        "skipped": skipped,
+    }
+
+
+def _readme(stamp: str, profiles: Sequence[str], exports: dict[str, _ViewExport],
+            charts: list[str], skipped: dict[str, str]) -> str:
+    lines = [f"# benchlake export {stamp}", "",
+             f"Profiles: {', '.join(profiles) or NULL_MARK}. Every view is written as CSV, "
+             "Parquet, Markdown (`.md`, for pasting into a report) and JSON (an array of row "
+             "objects); `manifest.json` records inputs, denominators, package versions and the "
+             "extraction policy.", "",
+             "| view | rows | files | what |", "|---|---:|---|---|"]
+    for view, e in exports.items():
+        files = ", ".join(f"[{Path(e.files[f]).suffix[1:]}]({e.files[f]})" for f in FORMATS)
+        lines.append(f"| {view} | {len(e.rows)} | {files} | {e.caption.replace('|', '/')} |")
+    if charts:
+        lines += ["", "Charts:", ""] + [f"- [{c}]({c})" for c in charts]
+    if skipped:
+        lines += ["", "Not available in this warehouse (not exported):", ""]
+        lines += [f"- `{v}`: {reason}" for v, reason in skipped.items()]
+    return "\n".join(lines) + "\n"
+
+
+# --- the export ---------------------------------------------------------------------------
+
+
+def _prepare_out(out_root: Path, stamp: str) -> Path:
+    """Create out_root and a temp folder inside it now, so an unwritable target fails before
+    any work is done."""
+    try:
+        out_root.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{stamp}.", suffix=".tmp", dir=out_root))
+    except OSError as exc:
+        raise ReportError(f"cannot write to {out_root}: {exc.strerror or exc}") from None
+
+
+def _resolve_profiles(con: duckdb.DuckDBPyConnection, available: set[str],
+                      profiles: list[str] | None) -> list[str]:
+    known = ([r[0] for r in con.execute(
+        "SELECT DISTINCT profile FROM rvp_reporting_profiles ORDER BY 1").fetchall()]
+        if "rvp_reporting_profiles" in available else [])
+    if profiles is None:
+        return known
+    chosen = list(dict.fromkeys(profiles))  # keep order, drop repeats
+    for name in chosen:
+        if name not in known:
+            raise ReportError(f"unknown profile {name!r}; profiles: "
+                              f"{', '.join(known) or '(none materialized)'}")
+    return chosen
+
+
+def export_reports(
+    tables_dir: Path,
+    out_root: Path,
+    profiles: list[str] | None = None,
+    stamp: str | None = None,
+) -> Path:
+    """Export every available report view, charts, README.md and manifest.json into
+    `<out_root>/<stamp>/` and return that folder. `profiles=None` exports every profile."""
+    tables_dir, out_root = Path(tables_dir), Path(out_root)
+    home = _home_of(tables_dir)
+    empty = ReportError(f"the warehouse at {home} is empty: run `benchlake materialize` first")
+    if not tables_dir.is_dir():
+        raise empty
+    con, not_created = connect(tables_dir)
+    try:
+        # One thread: ties in a view's ORDER BY and hash aggregates come out in the same order
+        # every time (the marts are small, so this costs little).
+        con.execute("SET threads = 1")
+        available = set(view_names(con))
+        views = [v for v in REPORT_VIEWS if v in available]
+        if not views:
+            raise empty
+        chosen = _resolve_profiles(con, available, profiles)
+        explicit = stamp is not None
+        stamp = stamp or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        if "/" in stamp or stamp.startswith("."):
+            raise ReportError(f"invalid export stamp {stamp!r}")
+        final = out_root / stamp
+        if final.exists() and explicit:
+            raise ReportError(f"the export folder {final} already exists")
+        for n in range(2, 1000):  # two exports in the same second get -2, -3, …
+            if not final.exists():
+                break
+            final = out_root / f"{stamp}-{n}"
+        tmp = _prepare_out(out_root, stamp)
+        try:
+            _write_export(con, tmp, tables_dir, available, views, chosen, final.name,
+                          not_created)
+            os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700 would hide it from others
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    finally:
+        con.close()
+    return final
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write_export(con: duckdb.DuckDBPyConnection, out: Path, tables_dir: Path,
+                  available: set[str], views: list[str], profiles: list[str], stamp: str,
+                  not_created: dict[str, str]) -> None:
+    exports: dict[str, _ViewExport] = {}
+    file_rows: dict[str, int | None] = {}
+    for view in views:
+        table, rows = _read_view(con, view, profiles)
+        export = _ViewExport(view, _caption(view), table.column_names, rows)
+        export.files = {fmt: f"{view}.{fmt}" for fmt in FORMATS}
+        atomic_write_bytes(out / export.files["csv"],
+                           _render_csv(export.columns, rows).encode("utf-8"))
+        write_table(table, out / export.files["parquet"])
+        atomic_write_bytes(out / export.files["md"],
+                           _render_markdown(export, table, profiles).encode("utf-8"))
+        data = [{c: _json_value(r[c]) for c in export.columns} for r in rows]
+        atomic_write_bytes(out / export.files["json"], _dumps(data).encode("utf-8"))
+        file_rows.update({name: len(rows) for name in export.files.values()})
+        exports[view] = export
+    skipped = {v: not_created.get(v, "view not defined") for v in REPORT_VIEWS
+               if v not in available and v not in OPTIONAL_REPORT_VIEWS}
+    skipped.update({v: not_created[v] for v in OPTIONAL_REPORT_VIEWS if v in not_created})
+    charts = _write_charts(exports, profiles, out / "charts")
+    file_rows.update({c: None for c in charts})
+    readme = _readme(stamp, profiles, exports, charts, skipped)
+    atomic_write_bytes(out / "README.md", readme.encode("utf-8"))
+    file_rows["README.md"] = None
+    manifest = _manifest(con, available, tables_dir, profiles, stamp, exports, skipped, charts,
+                         file_rows, out)
+    atomic_write_bytes(out / "manifest.json", _dumps(manifest).encode("utf-8"))

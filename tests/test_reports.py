@@ -1,0 +1,223 @@
+"""Report exports (`benchlake export`): four formats per view with equal row counts, Markdown
+fit for a report, the manifest, deterministic PNG charts, and one-line errors from the real CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from dagster_project.catalog import connect, view_names
+from dagster_project.reports import (
+    LEADERBOARD_NOTE,
+    NULL_MARK,
+    PACKAGES,
+    REPORT_VIEWS,
+    ReportError,
+    export_reports,
+    format_number,
+)
+from dagster_project.settings import Settings
+
+STAMP = "20260101T000000Z"
+SEPARATOR = re.compile(r"^\|(:?-{3,}:?\|)+$")
+BENCHLAKE = Path(sys.executable).parent / "benchlake"
+
+
+@pytest.fixture(scope="module")
+def available(demo_warehouse: Settings) -> set[str]:
+    con, _ = connect(demo_warehouse.tables_dir)
+    try:
+        return set(view_names(con))
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def export_dir(demo_warehouse: Settings, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return export_reports(demo_warehouse.tables_dir, tmp_path_factory.mktemp("exports"),
+                          stamp=STAMP)
+
+
+def _query(settings: Settings, sql: str) -> list[tuple]:
+    con, _ = connect(settings.tables_dir)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def _markdown_table(path: Path) -> tuple[list[str], list[str]]:
+    """(header + separator lines, row lines) of the one table in a Markdown file."""
+    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.startswith("|")]
+    return lines[:2], lines[2:]
+
+
+def _manifest(export_dir: Path) -> dict:
+    return json.loads((export_dir / "manifest.json").read_text(encoding="utf-8"))
+
+
+def test_every_view_in_four_formats_with_equal_row_counts(export_dir: Path,
+                                                          available: set[str]) -> None:
+    expected = [v for v in REPORT_VIEWS if v in available]
+    assert {"rvp_leaderboard", "rvp_by_scene", "vv_scores", "vv_best_checkpoints"} <= set(expected)
+    assert export_dir.name == STAMP
+    assert [p.name for p in export_dir.parent.iterdir()] == [STAMP]  # no temp folder left behind
+    manifest = _manifest(export_dir)
+    assert list(manifest["views"]) == expected
+    for view in expected:
+        with (export_dir / f"{view}.csv").open(newline="", encoding="utf-8") as fh:
+            csv_rows = list(csv.reader(fh))[1:]
+        json_rows = json.loads((export_dir / f"{view}.json").read_text(encoding="utf-8"))
+        parquet_rows = pq.read_metadata(export_dir / f"{view}.parquet").num_rows
+        _, md_rows = _markdown_table(export_dir / f"{view}.md")
+        counts = {len(csv_rows), len(json_rows), parquet_rows, len(md_rows)}
+        assert counts == {manifest["views"][view]["rows"]}, (view, counts)
+        for fmt in ("csv", "parquet", "md", "json"):
+            assert manifest["files"][f"{view}.{fmt}"]["rows"] == len(json_rows)
+        if json_rows:
+            assert list(json_rows[0]) == manifest["views"][view]["columns"]
+    assert {"README.md", "manifest.json"} <= {p.name for p in export_dir.iterdir()}
+    readme = (export_dir / "README.md").read_text(encoding="utf-8")
+    assert all(f"({v}.parquet)" in readme for v in expected)
+
+
+def test_markdown_is_a_report_table(export_dir: Path) -> None:
+    text = (export_dir / "rvp_leaderboard.md").read_text(encoding="utf-8")
+    caption = text.splitlines()[2]
+    assert LEADERBOARD_NOTE in caption
+    header, rows = _markdown_table(export_dir / "rvp_leaderboard.md")
+    assert header[0].startswith("| profile |") and SEPARATOR.match(header[1])
+    assert header[1].count("---:") >= 4  # numbers right-aligned
+    # judge-run-b never judged wan-sim: its means are NULL, shown as an en dash.
+    board = json.loads((export_dir / "rvp_leaderboard.json").read_text(encoding="utf-8"))
+    unscored = [i for i, r in enumerate(board) if r["n_scored"] == 0]
+    assert unscored and all(board[i]["final_score"] is None for i in unscored)
+    assert all(f"| {NULL_MARK} |" in rows[i] for i in unscored)
+    for view in ("rvp_leaderboard", "vv_scores", "rvp_metric_means"):
+        body = "\n".join(_markdown_table(export_dir / f"{view}.md")[1])
+        assert not re.search(r"\d\.\d{5,}", body), view  # at most four decimals
+        assert "None" not in body and "nan" not in body
+    assert [format_number(x) for x in (0.0714285714, 45.4, 1.0, 0.0, 75.11061, 1.5e-6)] == \
+        ["0.0714", "45.4", "1", "0", "75.1106", "1.5e-06"]
+
+
+def test_manifest(export_dir: Path, demo_warehouse: Settings) -> None:
+    m = _manifest(export_dir)
+    assert m["stamp"] == STAMP and m["skipped"] == {}
+    [current] = m["profiles"]
+    assert current["profile"] == "current"
+    assert (current["w_pi"], current["w_vr"], current["w_vq"]) == (0.5, 0.4, 0.1)
+    assert {w["metric"] for w in current["metric_weights"]} >= {"PI-1", "VR-1"}
+
+    sha = re.compile(r"^[0-9a-f]{64}$")
+    rvp = m["inputs"]["rynn_vp"]
+    assert "resolved_revision" in rvp and rvp["source"]
+    assert sha.match(rvp["sha256sums"]["file_sha256"])
+    assert rvp["sha256sums"]["n_files"] > 0
+    parquets = m["inputs"]["video_val_parquets"]
+    assert len(parquets) == 3 and all(sha.match(p["source_fingerprint"]) for p in parquets)
+    assert m["inputs"]["judgment_files"] and m["inputs"]["response_files"]
+    assert all(sha.match(f["sha256"]) for f in m["inputs"]["judgment_files"])
+
+    board = _query(demo_warehouse, "SELECT profile, judge_run_id, system, modality, n_scored, "
+                                   "n_cases FROM rvp_leaderboard")
+    assert sorted(tuple(d.values()) for d in m["denominators"]["rvp_leaderboard"]) == \
+        sorted(board)
+    scores = _query(demo_warehouse, "SELECT run_id, step, data_source, n_rows::BIGINT, "
+                                    "n_responded::BIGINT FROM vv_scores")
+    assert sorted(tuple(d.values()) for d in m["denominators"]["vv_scores"]) == sorted(scores)
+
+    assert set(m["packages"]) == set(PACKAGES)
+    assert all(m["packages"][p] for p in ("benchlake", "duckdb", "pyarrow", "matplotlib"))
+    assert m["extraction_policy"] == "v1"
+
+
+def test_charts_are_pngs_and_exports_are_deterministic(export_dir: Path,
+                                                       demo_warehouse: Settings,
+                                                       tmp_path: Path) -> None:
+    charts = _manifest(export_dir)["charts"]
+    assert {"charts/rvp_leaderboard_current_judge-run-a.png",
+            "charts/rvp_scene_heatmap_current_judge-run-a.png",
+            "charts/vv_accuracy_by_step.png"} <= set(charts)
+    for chart in charts:
+        with Image.open(export_dir / chart) as image:
+            assert image.format == "PNG" and image.width > 0 and image.height > 0
+            image.verify()
+
+    again = export_reports(demo_warehouse.tables_dir, tmp_path / "again", stamp=STAMP)
+    first = sorted(p.relative_to(export_dir) for p in export_dir.rglob("*") if p.is_file())
+    second = sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
+    assert first == second
+    for rel in first:
+        if rel.suffix in (".png", ".csv", ".parquet", ".json", ".md"):
+            assert (export_dir / rel).read_bytes() == (again / rel).read_bytes(), rel
+
+
+def test_api_errors(demo_warehouse: Settings, export_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match=r"^unknown profile 'nope'; profiles: current$"):
+        export_reports(demo_warehouse.tables_dir, tmp_path / "bad", ["nope"])
+    assert not (tmp_path / "bad").exists()
+    with pytest.raises(ReportError, match="already exists"):
+        export_reports(demo_warehouse.tables_dir, export_dir.parent, stamp=STAMP)
+    with pytest.raises(ReportError, match=r"^cannot write to .*: Not a directory$"):
+        (tmp_path / "afile").write_text("")
+        export_reports(demo_warehouse.tables_dir, tmp_path / "afile" / "sub")
+    with pytest.raises(ReportError, match="is empty: run `benchlake materialize` first"):
+        export_reports(tmp_path / "nowhere" / "tables", tmp_path / "out")
+
+
+def _cli(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "BENCHLAKE_HOME": str(home)}
+    exe = str(BENCHLAKE) if BENCHLAKE.exists() else shutil.which("benchlake") or "benchlake"
+    return subprocess.run([exe, "export", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=180, check=False)
+
+
+def _one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_cli_export(demo_warehouse: Settings, tmp_path: Path) -> None:
+    result = _cli(demo_warehouse.home, tmp_path, "--out", str(tmp_path / "out"),
+                  "--profile", "current")
+    assert result.returncode == 0, result.stderr
+    folder = Path(result.stdout.splitlines()[0])
+    assert folder.parent == tmp_path / "out" and (folder / "manifest.json").is_file()
+    assert "rvp_leaderboard.{csv,parquet,md,json}" in result.stdout
+    board = json.loads((folder / "rvp_leaderboard.json").read_text(encoding="utf-8"))
+    assert board and {r["profile"] for r in board} == {"current"}
+
+
+def test_cli_unknown_profile(demo_warehouse: Settings, tmp_path: Path) -> None:
+    line = _one_line_error(_cli(demo_warehouse.home, tmp_path, "--out", str(tmp_path / "out"),
+                                "--profile", "nope"))
+    assert "unknown profile 'nope'" in line and "current" in line
+
+
+def test_cli_unwritable_out(demo_warehouse: Settings, tmp_path: Path) -> None:
+    # A folder under a regular file cannot be created even by root (chmod is not enforced then).
+    (tmp_path / "afile").write_text("not a folder")
+    target = tmp_path / "afile" / "sub"
+    line = _one_line_error(_cli(demo_warehouse.home, tmp_path, "--out", str(target)))
+    assert f"cannot write to {target}" in line
+
+
+def test_cli_empty_warehouse(tmp_path: Path) -> None:
+    home = tmp_path / "empty-home"
+    home.mkdir()
+    line = _one_line_error(_cli(home, tmp_path, "--out", str(tmp_path / "out")))
+    assert "is empty" in line and "benchlake materialize" in line
+    assert not (tmp_path / "out").exists()
