@@ -13,6 +13,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -79,11 +80,23 @@ def create_views(
     return errors
 
 
-def connect(tables_dir: Path, sql_dir: Path = SQL_DIR) -> tuple[duckdb.DuckDBPyConnection, dict]:
-    """An in-memory DuckDB with every available view; returns (connection, skipped views)."""
+def connect(
+    tables_dir: Path | str, sql_dir: Path = SQL_DIR, *, filesystem: Any = None
+) -> tuple[duckdb.DuckDBPyConnection, dict]:
+    """An in-memory DuckDB with every available view; returns (connection, skipped views).
+
+    `tables_dir` may also be an object-store URI such as `s3://bucket/warehouse/tables` when
+    `filesystem` is the matching fsspec filesystem (e.g. `s3fs.S3FileSystem`): DuckDB then reads
+    the same Parquet through it, with the same view definitions."""
     # No replacement scans: a name that is not a view must fail, never silently resolve to a
     # Python variable of the calling frame.
-    con = duckdb.connect(":memory:", config={"python_enable_replacements": False})
+    config: dict[str, Any] = {"python_enable_replacements": False}
+    if filesystem is not None:
+        # read through the registered filesystem, never try to download an extension
+        config.update(autoinstall_known_extensions=False, autoload_known_extensions=False)
+    con = duckdb.connect(":memory:", config=config)
+    if filesystem is not None:
+        con.register_filesystem(filesystem)
     skipped = create_views(con, load_views(tables_dir, sql_dir))
     return con, skipped
 
