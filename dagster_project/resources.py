@@ -64,3 +64,20 @@ def write_and_describe(
     }
     metadata.update(extra)
     return dg.MaterializeResult(asset_key=asset_key, metadata=metadata)
+
+
+def drop_folder_sensor_result(
+    root: Path, cursor: str | None, setting: str
+) -> dg.SensorResult | dg.SkipReason:
+    """The shared body of the drop-folder sensors: new content under `root` (compared with the
+    cursor of path → content hash) gives one run request keyed by the change."""
+    from dagster_project.dropfolder import changed_files
+
+    if not root.is_dir():
+        return dg.SkipReason(f"{setting} {root} does not exist")
+    changed, new_cursor, run_key = changed_files(root, cursor)
+    if not changed:
+        return dg.SkipReason(f"no new or changed files in {setting}")
+    tags = {"benchlake/changed_files": ", ".join(changed)[:200]}
+    return dg.SensorResult(run_requests=[dg.RunRequest(run_key=run_key, tags=tags)],
+                           cursor=new_cursor)

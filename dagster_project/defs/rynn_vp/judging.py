@@ -15,8 +15,12 @@ import pyarrow.parquet as pq
 
 from dagster_project.catalog import connect
 from dagster_project.demo import ensure_judgments_demo
-from dagster_project.dropfolder import archive_versions, changed_files
-from dagster_project.resources import BenchlakeSettings, write_and_describe
+from dagster_project.dropfolder import archive_versions
+from dagster_project.resources import (
+    BenchlakeSettings,
+    drop_folder_sensor_result,
+    write_and_describe,
+)
 from dagster_project.rynn_vp.fingerprint import GT_INPUT_FILES, gt_fingerprint
 from dagster_project.rynn_vp.judgments import (
     METRIC_COLUMNS,
@@ -203,16 +207,7 @@ def rvp_judgments_sensor(context: dg.SensorEvaluationContext, benchlake: Benchla
     """Watches JUDGMENTS_DIR. The cursor maps each path to its content hash: a new or changed
     file (a new version) launches `rvp_judgment_records`, which reads the whole folder."""
     root = Path(benchlake.settings().judgments_dir_or_demo())
-    if not root.is_dir():
-        return dg.SkipReason(f"JUDGMENTS_DIR {root} does not exist")
-    changed, cursor, run_key = changed_files(root, context.cursor)
-    if not changed:
-        return dg.SkipReason("no new or changed judgment files")
-    return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=run_key, tags={"benchlake/changed_files":
-                                                           ", ".join(changed)[:200]})],
-        cursor=cursor,
-    )
+    return drop_folder_sensor_result(root, context.cursor, "JUDGMENTS_DIR")
 
 
 TABLE_KEYS = [dg.AssetKey(k) for k in (*JUDGING_ASSETS, "rvp_judge_packets")]

@@ -13,8 +13,12 @@ import pyarrow as pa
 
 from dagster_project.catalog import connect
 from dagster_project.demo import ensure_responses_demo
-from dagster_project.dropfolder import archive_versions, changed_files
-from dagster_project.resources import BenchlakeSettings, write_and_describe
+from dagster_project.dropfolder import archive_versions
+from dagster_project.resources import (
+    BenchlakeSettings,
+    drop_folder_sensor_result,
+    write_and_describe,
+)
 from dagster_project.tables import rows_to_table
 from dagster_project.video_val.responses import ResponseFile, read_responses
 from dagster_project.video_val.scoring import POLICY, score_frame
@@ -96,15 +100,7 @@ def vv_responses_sensor(context: dg.SensorEvaluationContext, benchlake: Benchlak
     """Watches RESPONSES_DIR (cursor: path → content hash) and launches the response assets on
     new content; they read the whole folder."""
     root = Path(benchlake.settings().responses_dir_or_demo())
-    if not root.is_dir():
-        return dg.SkipReason(f"RESPONSES_DIR {root} does not exist")
-    changed, cursor, run_key = changed_files(root, context.cursor)
-    if not changed:
-        return dg.SkipReason("no new or changed response files")
-    return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=run_key, tags={"benchlake/changed_files":
-                                                           ", ".join(changed)[:200]})],
-        cursor=cursor)
+    return drop_folder_sensor_result(root, context.cursor, "RESPONSES_DIR")
 
 
 TABLE_KEYS = [dg.AssetKey(k) for k in (*RESPONSE_TABLES, "vv_scored_responses")]
