@@ -282,35 +282,40 @@ def ui(port: Annotated[int, typer.Option("--port", min=1, max=65535,
     dagster_instance(settings)  # writes dagster.yaml and sets DAGSTER_HOME
     cmd = [sys.executable, "-m", "dagster", "dev", "-h", "127.0.0.1", "-p", str(port),
            "-m", "dagster_project.definitions"]
-    # Its own process group: a terminal's Ctrl-C reaches only this process, which asks
-    # `dagster dev` once to stop (SIGINT: it then shuts its webserver and daemon down).
     env = dict(os.environ)  # `dg dev` is for dg projects; `dagster dev` is what this wraps
     env["PYTHONWARNINGS"] = ",".join(filter(None, [
         env.get("PYTHONWARNINGS"), "ignore:Function `dev_command` is superseded"]))
-    child = subprocess.Popen(cmd, process_group=0, env=env)
+    child: subprocess.Popen | None = None
     stopping = False
 
     def stop(signum: int, frame: object) -> None:
         nonlocal stopping
-        if child.poll() is not None:
-            return
-        if stopping:
-            os.killpg(child.pid, signal.SIGKILL)
-            return
-        stopping = True
-        err.print("benchlake: stopping the Dagster UI (again to kill it)", markup=False)
-        child.send_signal(signal.SIGINT)
+        if stopping and child is not None and child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)  # a second Ctrl-C: no more waiting
+        elif not stopping:
+            stopping = True
+            err.print("benchlake: stopping the Dagster UI (again to kill it)", markup=False)
+            if child is not None and child.poll() is None:
+                child.send_signal(signal.SIGINT)
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # The handlers go in first, so no signal can leave `dagster dev` behind. It runs in its own
+    # process group: a terminal's Ctrl-C reaches only this process, which asks `dagster dev`
+    # once to stop (SIGINT: it then shuts its webserver, daemon and code servers down).
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, stop) for sig in handled}
     try:
+        child = subprocess.Popen(cmd, process_group=0, env=env)
+        if stopping:  # a signal came while it was starting
+            child.send_signal(signal.SIGINT)
         code = child.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        _end_group(child.pid)
+        if child is not None:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+            _end_group(child.pid)
     if code != 0 and not stopping:
         raise CliError(f"`dagster dev` exited with status {code}")
 
