@@ -52,4 +52,10 @@ def test_views_read_the_warehouse_from_s3(demo_warehouse, s3_endpoint):
     for view in VIEWS:
         assert view not in skipped
         q = f"SELECT * FROM {view} ORDER BY ALL"
-        assert remote.execute(q).fetchall() == here.execute(q).fetchall(), view
+        # averages may differ in the last bit with DuckDB's parallel aggregation order
+        assert _rounded(remote.execute(q).fetchall()) == _rounded(here.execute(q).fetchall()), \
+            view
+
+
+def _rounded(rows: list[tuple]) -> list[tuple]:
+    return [tuple(round(v, 9) if isinstance(v, float) else v for v in r) for r in rows]
