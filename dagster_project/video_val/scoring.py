@@ -43,8 +43,14 @@ repetitive pieces (answer blocks, text outside the think block), once per distin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import itertools
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from typing import Literal, NamedTuple
+
+import polars as pl
 
 POLICY = "v1"
 MIN_THINK_CHARS = 100
@@ -74,11 +80,11 @@ ANSWER_PHRASES = (
 )
 # Characters trimmed from both ends one after another, in this order (order matters: ".'" vs "'.").
 _EDGE_PUNCTUATION = (",", ".", "!", "?", ";", ":", "'", '"')
-# Marker formats below "phrase" in upstream priority order: parentheses 6, period 5, colon 4,
-# right paren 3, space 2. Start (10), end (9) and phrase (7) are handled separately.
-_MARKER_FORMATS: tuple[Callable[[str], str], ...] = (
-    lambda c: f"({c})", lambda c: f"{c}.", lambda c: f"{c}:", lambda c: f"{c})",
-    lambda c: f"{c} ",
+# Each ASCII phrase contains one of these; a phrase is looked for only if its core occurs, which
+# skips most of the 27 searches over long texts without changing any result.
+_PHRASE_CORES = ("answer is", "option is", "choice is", "i choose", "i select", "i pick")
+_PHRASE_CORE_OF = tuple(
+    next((core for core in _PHRASE_CORES if core in phrase), None) for phrase in ANSWER_PHRASES
 )
 
 
@@ -105,25 +111,23 @@ def strip_reasoning_tags(
     return out.strip()
 
 
-def _best(found: Iterable[tuple[str, int]]) -> str | None:
-    """The candidate with the largest position; on a tie the first one found.
-
-    Upstream sorts (priority, position) descending with a stable sort, so among equal keys the
-    earliest-appended candidate wins — `>` (not `>=`) keeps that.
-    """
-    best, best_pos = None, -1
-    for choice, pos in found:
-        if pos > best_pos:
-            best, best_pos = choice, pos
-    return best
+@lru_cache(maxsize=64)
+def _unique_choices(options: tuple[str, ...]) -> tuple[str, ...]:
+    for choice in options:
+        if len(choice) != 1 or not choice.isalnum():
+            raise ValueError(f"choices must be single letters or digits, got {choice!r}")
+    return tuple(dict.fromkeys(options))
 
 
 def extract_mcq_answer(text: str, choices: Sequence[str] | None = None) -> str:
     """lmms-eval 0.7.3 `extract_mcq_answer`, re-implemented; "" when nothing matches.
 
-    Upstream collects every (choice, position, format) candidate and keeps the best by
-    (priority, position). We test the formats from the highest priority down and stop at the
-    first that has a candidate, which picks the same one. Quirks kept on purpose:
+    Upstream collects (choice, position, format) candidates and returns the best by (priority,
+    position): start 10, end 9, phrase 7, "(X)" 6, "X." 5, "X:" 4, "X)" 3, "X " 2, and — only
+    when nothing else matched — any occurrence 0; within a format the later position wins. We
+    support single-character choices (letters/digits; anything else raises ValueError), where
+    a position holds one character, so within a format "best" is simply the last position and
+    no ties between different choices can arise. Quirks kept on purpose:
       * choices are matched case-sensitively ("the answer is b" finds no B);
       * empty/None choices mean A–H;
       * the text is whitespace-stripped, then each of , . ! ? ; : ' " stripped from both ends in
@@ -133,45 +137,57 @@ def extract_mcq_answer(text: str, choices: Sequence[str] | None = None) -> str:
       * "phrase": for each phrase, its first occurrence in the lower-cased text, then for EVERY
         choice its first occurrence after the phrase (in the original text, at the lower-cased
         offset) is a candidate — "The answer is C. Because A is wrong" gives A;
-      * the any-occurrence fallback (the only rule that sees `\\boxed{C}`) runs only when no
-        other format matched.
+      * `\\boxed{C}` is seen only by the any-occurrence rule.
     """
     if not text or not text.strip():
         return ""
-    options = list(choices) if choices else list(DEFAULT_CHOICES)
+    options = tuple(choices) if choices else DEFAULT_CHOICES
+    unique_options = _unique_choices(options)
     core = text.strip()
     for mark in _EDGE_PUNCTUATION:
         core = core.strip(mark)
     padded = f" {core} "
-    bare = padded.strip()
+    bare = core.strip()
 
-    # start (10): every such candidate sits at position 0, so the first choice in order wins.
-    for choice in options:
-        if bare.startswith(choice) and (len(bare) == 1 or not bare[1].isalpha()):
-            return choice
-    # end (9): likewise all at the same position.
-    for choice in options:
-        if bare.endswith(choice) and (len(bare) == 1 or not bare[-2].isalpha()):
-            return choice
-    # phrase (7)
+    if bare:
+        if bare[0] in options and (len(bare) == 1 or not bare[1].isalpha()):
+            return bare[0]
+        if bare[-1] in options and (len(bare) == 1 or not bare[-2].isalpha()):
+            return bare[-1]
+
     lowered = padded.lower()
-    phrase_hits = []
-    for phrase in ANSWER_PHRASES:
-        at = lowered.find(phrase)
-        if at >= 0:
-            after = at + len(phrase)
-            phrase_hits += [(choice, padded.find(choice, after)) for choice in options]
-    found = _best((c, p) for c, p in phrase_hits if p >= 0)
-    if found is not None:
-        return found
-    # "(X)" 6, "X." 5, "X:" 4, "X)" 3, "X " 2: the last occurrence counts.
-    for marker in _MARKER_FORMATS:
-        found = _best((choice, padded.rfind(marker(choice))) for choice in options)
-        if found is not None:
-            return found
-    # any occurrence (0)
-    found = _best((choice, padded.rfind(choice)) for choice in options)
-    return found if found is not None else ""
+    ascii_only = lowered.isascii()
+    present = {c: c in lowered for c in _PHRASE_CORES}
+    best = -1
+    for phrase, phrase_core in zip(ANSWER_PHRASES, _PHRASE_CORE_OF, strict=True):
+        if (present[phrase_core] if phrase_core else not ascii_only):
+            at = lowered.find(phrase)
+            if at >= 0:
+                after = at + len(phrase)
+                for choice in options:
+                    best = max(best, padded.find(choice, after))
+    if best >= 0:
+        return padded[best]
+
+    # Every marker contains a choice character, so look only at those occurrences, from the
+    # end (single-character find is a memchr). The padding guarantees neighbours on both sides.
+    spots = []
+    for choice in unique_options:
+        at = padded.find(choice)
+        while at >= 0:
+            spots.append(at)
+            at = padded.find(choice, at + 1)
+    if not spots:
+        return ""
+    spots.sort(reverse=True)
+    for p in spots:
+        if padded[p - 1] == "(" and padded[p + 1] == ")":
+            return padded[p]
+    for follower in ".:) ":
+        for p in spots:
+            if padded[p + 1] == follower:
+                return padded[p]
+    return padded[spots[0]]
 
 
 # ------------------------------------------------------------------------------ primary rule
@@ -211,16 +227,26 @@ def normalize_boxed(content: str) -> str:
     return value
 
 
-def boxed_letter_in_block(block: str, option_letters: str) -> str | None:
-    """The option letter of the last balanced `\\boxed{...}` in an answer block, or None."""
+def boxed_candidate(block: str) -> str | None:
+    """Normalized content of the last balanced `\\boxed{...}` in an answer block, or None.
+
+    Independent of the options, so the batch path can map each distinct block once.
+    """
     at = block.rfind(BOXED)
     if at < 0:
         return None
     content = _balanced_content(block, at + len(BOXED))
-    if content is None:
-        return None
-    letter = normalize_boxed(content)
-    return letter if len(letter) == 1 and letter in option_letters else None
+    return None if content is None else normalize_boxed(content)
+
+
+def boxed_letter_in_block(block: str, option_letters: str) -> str | None:
+    """The option letter of the last balanced `\\boxed{...}` in an answer block, or None."""
+    letter = boxed_candidate(block)
+    return letter if letter is not None and _is_option(letter, option_letters) else None
+
+
+def _is_option(letter: str, option_letters: str) -> bool:
+    return len(letter) == 1 and letter in option_letters
 
 
 def extract_boxed_answer(response: str, option_letters: str) -> str | None:
@@ -236,8 +262,16 @@ def extract_boxed_answer(response: str, option_letters: str) -> str | None:
 
 
 def _non_space_count_at_least(text: str, n: int) -> bool:
-    # str.split() splits on exactly the str.isspace characters, at C speed.
-    return len(text) >= n and len("".join(text.split())) >= n
+    # str.split() splits on exactly the str.isspace characters, at C speed; a prefix usually
+    # settles it, and a prefix's count never exceeds the whole's.
+    if len(text) < n:
+        return False
+    if len("".join(text[: 2 * n].split())) >= n:
+        return True
+    return len(text) > 2 * n and len("".join(text.split())) >= n
+
+
+TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
 
 
 def format_ok(response: str) -> bool:
@@ -245,12 +279,14 @@ def format_ok(response: str) -> bool:
     text = response.strip()
     if not (text.startswith(THINK_OPEN) and text.endswith(ANSWER_CLOSE)):
         return False
-    if any(text.count(tag) != 1 for tag in (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)):
-        return False
     think_end = text.find(THINK_CLOSE)
     answer_start = text.find(ANSWER_OPEN)
-    # With one of each tag, <think> first and </answer> last, only these two can be misordered.
-    if answer_start < think_end or text[think_end + len(THINK_CLOSE):answer_start].strip():
+    if think_end < 0 or answer_start < think_end:
+        return False
+    if text[think_end + len(THINK_CLOSE):answer_start].strip():
+        return False
+    # Four "<" can only be the four tags found above; otherwise count each tag.
+    if text.count("<") != 4 and any(text.count(tag) != 1 for tag in TAGS):
         return False
     return _non_space_count_at_least(text[len(THINK_OPEN):think_end], MIN_THINK_CHARS)
 
@@ -273,7 +309,7 @@ def _composite(correct: bool, fmt: bool) -> float:
 def fallback_letter(text: str, option_letters: str) -> str | None:
     """lmms-eval's extractor on the think-stripped text, accepted only if it is an option."""
     letter = extract_mcq_answer(strip_reasoning_tags(text), list(option_letters))
-    return letter if len(letter) == 1 and letter in option_letters else None
+    return letter if _is_option(letter, option_letters) else None
 
 
 def score_response(response: str, option_letters: str, ground_truth: str | None) -> Scored:
@@ -288,5 +324,285 @@ def score_response(response: str, option_letters: str, ground_truth: str | None)
     return Scored(extracted, method, correct, fmt, _composite(correct, fmt))
 
 
+
+
+# ------------------------------------------------------------------------------ batch path
+#
+# score_frame sorts rows into lanes with three scans of every row (Polars, all cores); each
+# lane's shortcut is exact for the rows it takes — the argument is written next to it — and
+# what no shortcut covers goes through the Python functions above, once per distinct value.
+# "<" is the pivot: every tag starts with it, so counting it (n_lt) tells when the tags found
+# at the ends of a response are the only ones.
+
+WS_CLASS = r"[\s\x1c-\x1f]"  # = str.isspace: Rust's \s lacks \x1c-\x1f (checked in the tests)
+_WS = WS_CLASS
+_ASCII_SPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "  # the str.isspace characters within ASCII
+# WS* <think>, then MIN_THINK_CHARS non-space characters before the next "<".
+_HEAD = rf"^{_WS}*<think>(?:{_WS}*[^\s\x1c-\x1f<]){{{MIN_THINK_CHARS}}}"
+# The canonical ending, block captured. Nothing in it but its three tags starts with "<", so its
+# <answer> is the last one and closes at its </answer>.
+# The last <answer> block, when it holds no "<" and nothing after it does.
+_LAST_BLOCK = r"<answer>([^<]*)</answer>[^<]*$"
+_ANY_TAG = "<think>|</think>|<answer>|</answer>"
+_SLICE_ROWS = int(__import__('os').environ.get('SR', '250000'))
+_MAX_SLICES = 8
+_OUTPUT_COLUMNS = ("extracted", "extraction_method", "correct", "format_ok", "composite")
+
+
+def _memo(fn: Callable[[str, str], str | None], keys: pl.Series, letters: pl.Series) -> pl.Series:
+    """fn(key, letters) for each row, computed once per distinct pair (small subsets)."""
+    cache: dict[tuple[str, str], str | None] = {}
+    out = []
+    for pair in zip(keys.to_list(), letters.to_list(), strict=True):
+        if pair not in cache:
+            cache[pair] = fn(*pair)
+        out.append(cache[pair])
+    return pl.Series(out, dtype=pl.String)
+
+
+def _map_distinct(keys: pl.Series, fn: Callable[[str], str | None]) -> pl.Series:
+    """fn(key) for each row of a large column: Python once per distinct key, Polars looks up."""
+    table = {k: fn(k) for k in keys.unique().to_list() if k is not None}
+    return keys.replace_strict(table, default=None, return_dtype=pl.String)
+
+
+def _accepted(candidate: pl.Series, letters: pl.Series) -> pl.Series:
+    """candidate where it is one of the option letters (one character contained in them)."""
+    ok = (candidate.str.len_chars() == 1) & letters.str.contains(candidate, literal=True)
+    return candidate.zip_with(ok.fill_null(False), pl.Series([None], dtype=pl.String))
+
+
+def _after_first_think(text: pl.Series) -> pl.Series:
+    """The text after upstream's first round of `<think>` removal (the text itself if none).
+
+    strip_reasoning_tags cuts from the first "<think>" to the first "</think>" after it (one
+    cannot overlap the other), then loops; running the Python function on this remainder
+    replays the rest of that loop, so it gives the same result as on the whole text. The
+    remainder is usually short and repetitive ("\n\\boxed{C}"), which the memo likes. The
+    leftmost match is the first "<think>" and, lazily, the first "</think>" after it; if that
+    "<think>" has none after it, no later one has.
+    """
+    return text.str.replace(r"(?s)<think>.*?</think>", "")
+
+
+# Upstream strips whitespace, then each of , . ! ? ; : ' " from both ends in turn. From the
+# start that removes a run of whitespace, then a run of ",", of ".", …; from the end the same
+# runs, innermost last. On ASCII text the stripped core is therefore the text minus these two
+# anchored patterns (the longest matching prefix and suffix; checked in the tests).
+_ASCII_WS = r"[\t-\r\x1c-\x1f ]"
+_LEAD = "^" + _ASCII_WS + "*" + "".join(re.escape(m) + "*" for m in _EDGE_PUNCTUATION)
+_TRAIL = "".join(re.escape(m) + "*" for m in reversed(_EDGE_PUNCTUATION)) + _ASCII_WS + "*$"
+
+
+def _fallback_ascii(rows: pl.DataFrame) -> pl.DataFrame:
+    """lmms-eval's extractor as Polars expressions, for rows (i, t, L) where `t` is ASCII and
+    has no "</think>" (so strip_reasoning_tags(t) is t.strip()) and the options are ASCII
+    letters/digits. On ASCII text str.strip, lower and isalpha are _ASCII_WS, ASCII case
+    folding and [A-Za-z], and character offsets are byte offsets.
+
+    Returns (i, letter, undecided): undecided rows contain an answer phrase and are left to the
+    Python rule (rare in such texts, and fiddly to vectorize).
+    """
+    core, ws = pl.col("core"), _ASCII_WS
+    out = []
+    for group in rows["L"].unique().to_list():
+        cls = "[" + "".join(sorted(set(group))) + "]"
+        # Start/end: the first/last non-space character of the core (= of bare) is an option
+        # and its neighbour inside bare, if any, is not a letter. Every ASCII phrase starts and
+        # ends with a letter, so it never touches the stripped ends: looking in `t` is looking
+        # in the core.
+        ends = rows.lazy().filter(pl.col("L") == group).select(
+            "i",
+            pl.col("t").str.replace(_LEAD, "").str.replace(_TRAIL, "").alias("core"),
+            pl.col("t").str.contains_any(list(_PHRASE_CORES), ascii_case_insensitive=True)
+            .alias("phrase"),
+        ).with_columns(
+            pl.coalesce(core.str.extract(f"^{ws}*({cls})(?:[^A-Za-z]|$)", 1),
+                        core.str.extract(f"(?:^|[^A-Za-z])({cls}){ws}*$", 1)).alias("letter"),
+        ).collect()
+        marked = ends["letter"].is_null() & ~ends["phrase"]
+        out.append(ends.filter(~marked).select(
+            "i", "letter", pl.col("letter").is_null().alias("undecided")))
+
+        def last(pattern: str, offset: int) -> pl.Expr:
+            # Same-format markers cannot overlap (a letter is never a marker character), so
+            # the last non-overlapping match is the last occurrence: upstream's rfind.
+            return core.str.extract_all(pattern).list.last().str.slice(offset, 1)
+
+        # Upstream looks in " " + core + " ": the leading space makes no marker; the trailing
+        # one makes a final option letter the last "X " marker.
+        space = pl.coalesce(core.str.extract(f"({cls})$", 1), last(f"{cls} ", 0))
+        markers = [last(rf"\({cls}\)", 1), last(rf"{cls}\.", 0), last(f"{cls}:", 0),
+                   last(rf"{cls}\)", 0), space, last(cls, 0)]
+        out.append(ends.filter(marked).select(
+            "i", pl.coalesce(markers).alias("letter"), pl.lit(False).alias("undecided")))
+    if not out:
+        return pl.DataFrame(schema={"i": pl.UInt32, "letter": pl.String, "undecided": pl.Boolean})
+    return pl.concat(out)
+
+
+def _set(column: pl.Series, rows: pl.Series, values: pl.Series) -> pl.Series:
+    """`column` with positions `rows` replaced by `values` (row index i = position)."""
+    return column.scatter(rows, values) if len(rows) else column
+
+
+def _check_letters(letters: pl.Series) -> None:
+    for value in letters.unique().to_list():
+        if value and not value.isalnum():
+            raise ValueError(f"option letters must be letters or digits, got {value!r}")
+
+
 def score_frame(df: pl.DataFrame) -> pl.DataFrame:
-    raise NotImplementedError
+    """`score_response` for every row of `df` (columns response, option_letters, ground_truth),
+    returned as `df` plus extracted, extraction_method, correct, format_ok, composite.
+
+    Identical to calling score_response row by row, where a null response or option_letters
+    counts as "" and a null ground truth is never correct. Built for large batches (see the lane
+    notes below); bench/scoring.py measures it against the per-row loop.
+    """
+    missing = [c for c in ("response", "option_letters", "ground_truth") if c not in df.columns]
+    if missing:
+        raise ValueError(f"score_frame needs the columns {missing}")
+    frame = df.select(
+        pl.col("response").cast(pl.String).fill_null("").alias("r"),
+        pl.col("option_letters").cast(pl.String).fill_null("").alias("L"),
+        pl.col("ground_truth").cast(pl.String).alias("g"),
+    )
+    _check_letters(frame["L"])
+    # Large frames are cut into slices scored by two threads: Polars releases the GIL, so one
+    # slice's Python steps overlap the other's column scans, and both cores stay busy.
+    n_slices = max(1, min(_MAX_SLICES, frame.height // _SLICE_ROWS))
+    bounds = [frame.height * k // n_slices for k in range(n_slices + 1)]
+    slices = [frame.slice(lo, hi - lo) for lo, hi in itertools.pairwise(bounds)]
+    if n_slices == 1:
+        scored = _score_slice(frame)
+    else:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            scored = pl.concat(pool.map(_score_slice, slices))
+    return df.drop([c for c in _OUTPUT_COLUMNS if c in df.columns]).hstack(scored)
+
+
+def _score_slice(frame: pl.DataFrame) -> pl.DataFrame:
+    primary, fallback, fmt = _score_columns(frame)
+    extracted = primary.fill_null(fallback)
+    correct = (extracted == frame["g"]).fill_null(False)
+    return pl.DataFrame({
+        "extracted": extracted,
+        "extraction_method": pl.select(
+            pl.when(primary.is_not_null()).then(pl.lit("boxed_answer"))
+            .when(fallback.is_not_null()).then(pl.lit("fallback"))
+            .otherwise(pl.lit("none"))).to_series(),
+        "correct": correct,
+        "format_ok": fmt,
+        "composite": ACCURACY_WEIGHT * correct.cast(pl.Float64)
+        + FORMAT_WEIGHT * fmt.cast(pl.Float64),
+    })
+
+
+def _score_columns(frame: pl.DataFrame) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """(primary letter, fallback letter, format_ok) for frame (r, L), in row order."""
+    r = pl.col("r")
+    # Three scans of every row, in one parallel query. `after` is the text from the first
+    # </think> on, cut at its byte offset (no capture group, which costs a scan). In a
+    # well-formed response it is "</think>W<answer>A</answer>WS*": short, and the same in many
+    # rows, so Python reads each distinct one (_TAIL_RE).
+    w = frame.select(
+        r.str.contains(_HEAD).alias("head"),
+        r.str.count_matches("<", literal=True).alias("n_lt"),
+        r.cast(pl.Binary).bin.slice(r.str.find(THINK_CLOSE, literal=True))
+        .cast(pl.String).alias("after"),
+    )
+    text, letters = frame["r"], frame["L"]
+    head, n_lt, after = w["head"], w["n_lt"], w["after"]
+    blocks = {k: _tail_block(k) for k in after.unique().to_list() if k is not None}
+
+    # Lane T: `after` is "</think>W<answer>A</answer>WS*" with no "<" in A — the response ends
+    # in the canonical way and its first </think> is its only one.
+    # Primary: A is the last block; each distinct A is mapped once.
+    # Format: with n_lt == 4, head holds iff the response is WS*<think>T</think>W<answer>A
+    # </answer>WS* with ≥ 100 non-space characters in T (T holds no "<"); n_lt == 3 lacks
+    # <think>; n_lt ≥ 5 is settled below with the other crowded rows.
+    # Clean rows — the only "<" are the tail's three, or those plus the leading <think> —
+    # without their think block read exactly "<answer>A</answer>": that is what the fallback
+    # gets.
+    tail = after.replace_strict({k: b is not None for k, b in blocks.items()}, default=False,
+                                return_dtype=pl.Boolean)
+    candidates = {k: None if b is None else boxed_candidate(b) for k, b in blocks.items()}
+    primary = _accepted(after.replace_strict(candidates, default=None, return_dtype=pl.String),
+                        letters)
+    fmt = tail & head & (n_lt == 4)
+    clean = tail & ((n_lt == 3) | ((n_lt == 4) & head))
+
+    # Lane R: the rest. Primary: the last block if it and what follows hold no "<" (mapped
+    # likewise), else the Python rule for responses with an <answer> at all. Format: false — a
+    # true one with n_lt ≤ 4 is in lane T (≥ 5: below).
+    rest = (~tail).arg_true()
+    rest = rest.filter(text.gather(rest).str.contains(ANSWER_OPEN, literal=True))
+    last_block = text.gather(rest).str.extract(_LAST_BLOCK, 1)
+    primary = _set(primary, rest, _accepted(_map_distinct(last_block, boxed_candidate),
+                                            letters.gather(rest)))
+    unfinished = rest.filter(last_block.is_null())
+    primary = _set(primary, unfinished, _memo(
+        extract_boxed_answer, text.gather(unfinished), letters.gather(unfinished)))
+
+    # Crowded rows (≥ 5 "<"): format needs exactly four tags, then the Python rule decides.
+    crowded = (n_lt >= 5).arg_true()
+    crowded = crowded.filter(text.gather(crowded).str.count_matches(_ANY_TAG) == 4)
+    fmt = _set(fmt, crowded, pl.Series([format_ok(t) for t in text.gather(crowded)],
+                                       dtype=pl.Boolean))
+
+    # Fallback, for rows without a primary answer (nothing is accepted without option letters).
+    fallback = pl.repeat(None, frame.height, dtype=pl.String, eager=True)
+    missing = primary.is_null() & (letters != "")
+    via_block = (missing & clean).arg_true()
+    # Keyed "letters\0after": option letters are letters or digits (_check_letters).
+    keys = pl.DataFrame({"L": letters.gather(via_block), "a": after.gather(via_block)}).select(
+        pl.concat_str("L", pl.lit("\x00"), "a")).to_series()
+    fallback = _set(fallback, via_block, _map_distinct(keys, _fallback_of_key))
+    other = (missing & ~clean).arg_true()
+    other_text, other_letters = text.gather(other), letters.gather(other)
+    plain = (~other_text.str.contains(THINK_CLOSE, literal=True)
+             & (other_text.str.len_bytes() == other_text.str.len_chars())
+             & other_letters.is_in([v for v in other_letters.unique().to_list()
+                                    if v and v.isascii() and v.isalnum()]))
+    vector = _fallback_ascii(pl.DataFrame({"i": other, "t": other_text, "L": other_letters})
+                             .filter(plain))
+    decided = vector.filter(~pl.col("undecided"))
+    # _fallback_ascii only ever finds option letters, so no acceptance check is needed.
+    fallback = _set(fallback, decided["i"], decided["letter"])
+    python = pl.concat([other.filter(~plain), vector.filter("undecided")["i"]])
+    # With just a leading <think> and one </think> (two "<"), the remainder is what follows
+    # the </think>, up to leading whitespace that the fallback strips anyway.
+    python_text = text.gather(python)
+    after_close = pl.DataFrame({"t": python_text}).select(
+        pl.when((n_lt.gather(python) == 2) & pl.col("t").str.contains(f"^{_WS}*<think>"))
+        .then(pl.col("t").str.extract(r"</think>([^<]*)$", 1))).to_series()
+    slow = after_close.is_null()
+    remainder = _set(after_close, slow.arg_true(), _after_first_think(python_text.filter(slow)))
+    fallback = _set(fallback, python, _memo(fallback_letter, remainder, letters.gather(python)))
+    return primary, fallback, fmt
+
+
+# Python's \s is str.isspace (checked in the tests).
+_TAIL_RE = re.compile(r"</think>\s*<answer>([^<]*)</answer>\s*\Z")
+
+
+def _tail_block(after: str) -> str | None:
+    """A when `after` (the text from the first </think>) is "</think>W<answer>A</answer>WS*"
+    with no "<" in A, else None."""
+    match = _TAIL_RE.match(after)
+    return None if match is None else match.group(1)
+
+
+def _fallback_of_key(key: str) -> str | None:
+    """fallback_letter of a clean response, from "letters\0after": its think-stripped text is
+    "<answer>A</answer>"."""
+    letters, after = key.split("\x00", 1)
+    block = _tail_block(after)
+    assert block is not None  # only clean rows are keyed
+    return _fallback_of_block(block, letters)
+
+
+def _fallback_of_block(block: str, option_letters: str) -> str | None:
+    """fallback_letter of a response whose think-stripped text is "<answer>block</answer>"."""
+    return fallback_letter(f"{ANSWER_OPEN}{block}{ANSWER_CLOSE}", option_letters)
