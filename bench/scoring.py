@@ -4,28 +4,34 @@
     python bench/scoring.py [--rows N] [--seed S]
 
 Part 1 (this file): the responses mimic an RL-trained reasoning model on the val suite — mostly
-`<think>…</think>\\n<answer>\\boxed{X}</answer>` with a unique chain of thought (~100–1,000
-characters), plus the ways such models go wrong, in the shares of `KINDS`: short thinking,
+`<think>…</think>\\n<answer>\\boxed{X}</answer>` with a unique chain of thought (3–13 sentences,
+~100–1,100 characters, mean ~470), plus the ways such models go wrong, in the shares of
+`KINDS` (tilted towards the failure modes, so every path gets real traffic): short thinking,
 boxed variants (`\\text{}`, lowercase, "(C)", "C. text", nested and unbalanced braces), unboxed
 answers, several answer blocks, boxes inside the thinking, a prefilled `<think>` (only
 `</think>` in the completion), truncated outputs, free text without tags, CJK answer phrases,
 stray text around the blocks, empty strings. Option sets are ABCD / ABCDE / ABCDEF.
 
-Both paths must give identical rows. Targets: score_frame ≥ 20× faster than the loop and
-≤ 15 s; exits 1 if either is missed or the results differ.
+Both paths must give identical rows. score_frame is timed 3 times (median reported; all
+printed), the loop once (~20 s, long enough to average out noise). Targets: score_frame ≥ 20×
+faster than the loop and ≤ 15 s; exits 1 if either is missed or the results differ. Other
+processes on the machine hurt score_frame (it needs both cores) more than the loop (one).
 
-Part 2 (SQL-view timings) is added by the lead in `bench_views()`.
+Part 2: the Rynn-VP scoring views over 200 cases x 100 systems x 3 judge runs
+(`bench/scoring_views.py`), each <= 100 ms.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import random
+import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +61,8 @@ KINDS: tuple[tuple[str, float], ...] = (
     ("empty", 0.005),
 )
 LETTER_SETS = (("ABCD", 0.70), ("ABCDE", 0.15), ("ABCDEF", 0.15))
+# Sentences per chain of thought (~60 characters each).
+SENTENCES = (3, 13)
 
 _OBJECTS = ("the presenter", "a red car", "the dog", "two children", "the chef", "a cyclist",
             "the whiteboard", "the goalkeeper", "an old man", "the camera", "a blue cup")
@@ -80,95 +88,111 @@ _OPTION_TEXT = ("Once", "Twice", "Three times", "Four times", "the red car", "in
 
 
 class Generator:
-    """Deterministic synthetic responses (same seed → same list)."""
+    """Deterministic synthetic responses (same seed → same frame).
+
+    All random draws are made up front with numpy; sentences are filled in once into a pool and
+    each chain of thought joins 3–13 pool sentences, so thoughts are practically all distinct
+    while a million rows build in a few seconds.
+    """
+
+    POOL = 20_000
 
     def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-        self.kinds = [k for k, _ in KINDS]
-        self.kind_weights = [w for _, w in KINDS]
-        self.letter_sets = [s for s, _ in LETTER_SETS]
-        self.letter_weights = [w for _, w in LETTER_SETS]
+        self.rng = np.random.default_rng(seed)
+        self.pools = {letters: [self._sentence(letters) for _ in range(self.POOL)]
+                      for letters, _ in LETTER_SETS}
+
+    def _pick(self, options: Sequence[str]) -> str:
+        return options[int(self.rng.integers(len(options)))]
 
     def _time(self) -> str:
-        secs = self.rng.randrange(0, 3600)
+        secs = int(self.rng.integers(3600))
         return f"{secs // 60:02d}:{secs % 60:02d}"
 
-    def think(self, letters: str, sentences: int) -> str:
-        rng = self.rng
-        out = []
-        for template in rng.choices(_SENTENCES, k=sentences):
-            out.append(template.format(
-                t=self._time(), t2=self._time(), n=rng.randrange(1, 200),
-                o=rng.choice(_OBJECTS), o2=rng.choice(_OBJECTS), a=rng.choice(_ACTIONS),
-                L=rng.choice(letters), L2=rng.choice(letters)))
-        return " ".join(out)
-
-    def row(self) -> tuple[str, str, str]:
-        rng = self.rng
-        letters = rng.choices(self.letter_sets, self.letter_weights)[0]
-        truth = rng.choice(letters)
-        # ~49% accuracy, like the card's checkpoints.
-        ans = truth if rng.random() < 0.49 else rng.choice(letters)
-        kind = rng.choices(self.kinds, self.kind_weights)[0]
-        sep = rng.choice(("\n", "\n\n", " ", ""))
-        think = self.think(letters, rng.randrange(3, 14))
-        box = f"\\boxed{{{ans}}}"
-        if kind == "canonical":
-            text = f"<think>\n{think}\n</think>{sep}<answer>{box}</answer>"
-        elif kind == "boxed_variant":
-            inner = rng.choice((
-                f" {ans} ", f"({ans})", f"\\text{{{ans}}}", ans.lower(), f"{ans}.",
-                f"\\textbf{{{ans}}}", f"{ans}. {rng.choice(_OPTION_TEXT)}",
-                rng.choice(_OPTION_TEXT), f"\\mathrm{{ {ans} }}", f"({ans.lower()}).",
-                f"Option {ans}"))
-            text = f"<think>\n{think}\n</think>{sep}<answer>\\boxed{{{inner}}}</answer>"
-        elif kind == "short_think":
-            text = f"<think>{rng.choice(letters)} fits.</think>{sep}<answer>{box}</answer>"
-        elif kind == "unboxed_answer":
-            inner = rng.choice((ans, f"The answer is {ans}.", f"({ans}) {rng.choice(_OPTION_TEXT)}",
-                                f"{ans}. {rng.choice(_OPTION_TEXT)}", rng.choice(_OPTION_TEXT)))
-            text = f"<think>\n{think}\n</think>{sep}<answer>{inner}</answer>"
-        elif kind == "box_in_think":
-            first = rng.choice(letters)
-            text = (f"<think>\n{think} Tentatively \\boxed{{{first}}}, but let me verify. "
-                    f"{self.think(letters, 2)}\n</think>{sep}<answer>{box}</answer>")
-        elif kind == "prefilled_think":
-            text = f"{think}\n</think>{sep}<answer>{box}</answer>"
-        elif kind == "several_answers":
-            first = rng.choice(letters)
-            text = (f"<think>\n{think}\n</think>\n<answer>\\boxed{{{first}}}</answer>\n"
-                    f"Actually, correcting myself:\n<answer>{box}</answer>")
-        elif kind == "nested_or_unbalanced":
-            inner = rng.choice((f"\\text{{\\textbf{{{ans}}}}}", f"{{{ans}}}", f"{ans}",
-                                f"\\text{{{ans}"))
-            close = "" if inner == ans else "}"
-            text = f"<think>\n{think}\n</think>{sep}<answer>\\boxed{{{inner}{close}</answer>"
-        elif kind == "truncated":
-            cut = rng.randrange(20, len(think) + 1)
-            text = f"<think>\n{think[:cut]}"
-        elif kind == "free_text":
-            text = f"{think} Therefore, the answer is {ans}."
-            if rng.random() < 0.5:
-                text = f"{think}\nFinal answer: ({ans})"
-        elif kind == "cjk":
-            phrase = rng.choice((f"答案是 {ans}", f"答案为{ans}", f"选{ans}", f"正确答案：{ans}"))
-            text = f"<think>\n让我们逐步分析。{think}\n</think>{sep}<answer>{phrase}</answer>"
-        elif kind == "stray_text":
-            text = rng.choice((
-                f"Sure! <think>\n{think}\n</think>{sep}<answer>{box}</answer>",
-                f"<think>\n{think}\n</think>\nSo the final answer:\n<answer>{box}</answer>",
-                f"<think>\n{think}\n</think>{sep}<answer>{box}</answer> Hope this helps.",
-            ))
-        elif kind == "no_answer_tags":
-            text = f"<think>\n{think}\n</think>{sep}{rng.choice((box, ans, f'{ans}.'))}"
-        else:
-            text = ""
-        return text, letters, truth
+    def _sentence(self, letters: str) -> str:
+        return self._pick(_SENTENCES).format(
+            t=self._time(), t2=self._time(), n=int(self.rng.integers(1, 200)),
+            o=self._pick(_OBJECTS), o2=self._pick(_OBJECTS), a=self._pick(_ACTIONS),
+            L=self._pick(letters), L2=self._pick(letters))
 
     def rows(self, n: int) -> pl.DataFrame:
-        data = [self.row() for _ in range(n)]
-        return pl.DataFrame(data, schema=["response", "option_letters", "ground_truth"],
-                            orient="row")
+        rng = self.rng
+        sets = rng.choice(len(LETTER_SETS), n, p=[w for _, w in LETTER_SETS]).tolist()
+        kinds = rng.choice(len(KINDS), n, p=[w for _, w in KINDS]).tolist()
+        sentences = rng.integers(SENTENCES[0], SENTENCES[1] + 1, n)
+        starts = np.concatenate(([0], np.cumsum(sentences))).tolist()
+        picks = rng.integers(0, self.POOL, int(starts[-1])).tolist()
+        # Uniform draws per row: truth, correct?, wrong answer, separator, 3 for the kind.
+        # Column lists of floats, not per-row lists: millions of small lists wake the GC.
+        u0, u1, u2, u3, u4, u5, u6 = (col.tolist() for col in rng.random((7, n)))
+        seps = ("\n", "\n\n", " ", "")
+        out_r, out_l, out_g = [], [], []
+        for i in range(n):
+            letters = LETTER_SETS[sets[i]][0]
+            pool = self.pools[letters]
+            truth = letters[int(u0[i] * len(letters))]
+            # Right about half the time (the card: ~0.49), else any option (may be right too).
+            ans = truth if u1[i] < 0.49 else letters[int(u2[i] * len(letters))]
+            think = " ".join([pool[j] for j in picks[starts[i]:starts[i + 1]]])
+            out_r.append(_compose(KINDS[kinds[i]][0], think, ans, letters,
+                                  seps[int(u3[i] * 4)], u4[i], u5[i], u6[i]))
+            out_l.append(letters)
+            out_g.append(truth)
+        return pl.DataFrame({"response": out_r, "option_letters": out_l, "ground_truth": out_g})
+
+
+def _of(options: Sequence[str], u: float) -> str:
+    return options[int(u * len(options))]
+
+
+def _compose(kind: str, think: str, ans: str, letters: str, sep: str,
+             u1: float, u2: float, u3: float) -> str:
+    """One response of `kind`; u1-u3 are uniform draws for the kind's own variations."""
+    box = f"\\boxed{{{ans}}}"
+    other = _of(letters, u3)
+    opt_text = _of(_OPTION_TEXT, u2)
+    if kind == "canonical":
+        return f"<think>\n{think}\n</think>{sep}<answer>{box}</answer>"
+    if kind == "boxed_variant":
+        inner = _of((f" {ans} ", f"({ans})", f"\\text{{{ans}}}", ans.lower(), f"{ans}.",
+                     f"\\textbf{{{ans}}}", f"{ans}. {opt_text}", opt_text,
+                     f"\\mathrm{{ {ans} }}", f"({ans.lower()}).", f"Option {ans}"), u1)
+        return f"<think>\n{think}\n</think>{sep}<answer>\\boxed{{{inner}}}</answer>"
+    if kind == "short_think":
+        return f"<think>{other} fits.</think>{sep}<answer>{box}</answer>"
+    if kind == "unboxed_answer":
+        inner = _of((ans, f"The answer is {ans}.", f"({ans}) {opt_text}", f"{ans}. {opt_text}",
+                     opt_text), u1)
+        return f"<think>\n{think}\n</think>{sep}<answer>{inner}</answer>"
+    if kind == "box_in_think":
+        head, _, tail = think.partition(". ")
+        return (f"<think>\n{head}. Tentatively \\boxed{{{other}}}, but let me verify. {tail}"
+                f"\n</think>{sep}<answer>{box}</answer>")
+    if kind == "prefilled_think":
+        return f"{think}\n</think>{sep}<answer>{box}</answer>"
+    if kind == "several_answers":
+        return (f"<think>\n{think}\n</think>\n<answer>\\boxed{{{other}}}</answer>\n"
+                f"Actually, correcting myself:\n<answer>{box}</answer>")
+    if kind == "nested_or_unbalanced":
+        inner = _of((f"\\text{{\\textbf{{{ans}}}}}}}", f"{{{ans}}}}}", ans, f"\\text{{{ans}}}"), u1)
+        return f"<think>\n{think}\n</think>{sep}<answer>\\boxed{{{inner}</answer>"
+    if kind == "truncated":
+        return f"<think>\n{think[:20 + int(u1 * len(think))]}"
+    if kind == "free_text":
+        if u1 < 0.5:
+            return f"{think} Therefore, the answer is {ans}."
+        return f"{think}\nFinal answer: ({ans})"
+    if kind == "cjk":
+        phrase = _of((f"答案是 {ans}", f"答案为{ans}", f"选{ans}", f"正确答案：{ans}"), u1)
+        return f"<think>\n让我们逐步分析。{think}\n</think>{sep}<answer>{phrase}</answer>"
+    if kind == "stray_text":
+        return _of((f"Sure! <think>\n{think}\n</think>{sep}<answer>{box}</answer>",
+                    f"<think>\n{think}\n</think>\nSo the final answer:\n<answer>{box}</answer>",
+                    f"<think>\n{think}\n</think>{sep}<answer>{box}</answer> Hope this helps."),
+                   u1)
+    if kind == "no_answer_tags":
+        return f"<think>\n{think}\n</think>{sep}{_of((box, ans, f'{ans}.'), u1)}"
+    return ""
 
 
 def generate(n: int, seed: int = 20240607) -> pl.DataFrame:
@@ -190,9 +214,12 @@ def per_row_loop(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def bench_views() -> None:
-    # ---------------------------------------------------------------- part 2 (the lead's)
-    print("views: see part 2")
+def bench_views() -> bool:
+    """Part 2: the Rynn-VP scoring views at scale (bench/scoring_views.py)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from scoring_views import bench_views as run_views
+
+    return run_views()
 
 
 def main() -> int:
@@ -208,9 +235,12 @@ def main() -> int:
           f"{time.perf_counter() - start:.1f} s; cpus={os.cpu_count()}, "
           f"polars threads={pl.thread_pool_size()}")
 
-    start = time.perf_counter()
-    fast = score_frame(df)
-    t_fast = time.perf_counter() - start
+    runs = []
+    for _ in range(3):
+        start = time.perf_counter()
+        fast = score_frame(df)
+        runs.append(time.perf_counter() - start)
+    t_fast = statistics.median(runs)
     start = time.perf_counter()
     slow = per_row_loop(df)
     t_loop = time.perf_counter() - start
@@ -228,13 +258,13 @@ def main() -> int:
           f"composite {fast['composite'].mean():.4f}")
     ratio = t_loop / t_fast
     print(f"\nper-row loop  {t_loop:8.2f} s")
-    print(f"score_frame   {t_fast:8.2f} s")
+    print(f"score_frame   {t_fast:8.2f} s   (median of {', '.join(f'{r:.2f}' for r in runs)})")
     print(f"ratio         {ratio:8.1f}x   (targets: >= {TARGET_RATIO:.0f}x, "
           f"score_frame <= {TARGET_SECONDS:.0f} s)")
     ok = same and ratio >= TARGET_RATIO and t_fast <= TARGET_SECONDS
     print(f"{'PASS' if ok else 'FAIL'}: identical={same}")
-    bench_views()
-    return 0 if ok else 1
+    views_ok = bench_views()
+    return 0 if ok and views_ok else 1
 
 
 if __name__ == "__main__":

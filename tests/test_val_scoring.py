@@ -57,8 +57,8 @@ def _oracle_wheel(cache_dir: Path) -> Path | None:
             return wheel
     try:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-             f"lmms-eval=={ORACLE_VERSION}", "-d", str(cache_dir)],
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--retries", "1",
+             "--timeout", "20", f"lmms-eval=={ORACLE_VERSION}", "-d", str(cache_dir)],
             check=True, capture_output=True, timeout=300)
     except (OSError, subprocess.SubprocessError):
         return None
@@ -68,7 +68,9 @@ def _oracle_wheel(cache_dir: Path) -> Path | None:
 @pytest.fixture(scope="session")
 def oracle(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModuleType]:
-    wheel = _oracle_wheel(Path(request.config.cache.mkdir("lmms-eval-oracle")))
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
+    wheel = _oracle_wheel(Path(cache.mkdir("lmms-eval-oracle")) if cache is not None
+                          else tmp_path_factory.mktemp("lmms-eval-oracle"))
     if wheel is None:
         pytest.skip(f"lmms-eval {ORACLE_VERSION} wheel not available (offline?)")
     out = tmp_path_factory.mktemp("oracle")
@@ -104,6 +106,11 @@ THINK_BODIES = (
     "Watching frame by frame: the ball leaves the hand at 00:12, bounces twice and the keeper "
     "catches it at 00:19. That rules out A and B. Between C and D the timing fits C better. "
     "\\boxed{D} would be wrong.",
+    # Long enough for the format reward (≥ 100 non-space characters), with and without "<".
+    "The clip opens on a kitchen; the chef lifts the lid twice and the timer reads 00:42 when "
+    "the second lift ends, which matches option C rather than A, B or D in the list given.",
+    "Counting the taps frame by frame gives 3 < 4 taps, so the larger counts are out; the "
+    "remaining candidates differ only in timing, and the timing at 01:10 favours the second.",
 )
 ANSWER_TEMPLATES = (
     "<answer>\\boxed{%X}</answer>", "<answer> \\boxed{ %X } </answer>", "<answer>\\boxed{%x}</answer>",
@@ -136,6 +143,8 @@ def _think(rng: random.Random) -> str:
     other = rng.choice(THINK_BODIES)
     return rng.choice((
         "", "", f"<think>{body}</think>", f"<think>{body}</think>", f"<think>\n{body}\n</think>",
+        f"<think>\n{rng.choice(THINK_BODIES[-2:])}\n</think>",
+        f"<think>{rng.choice(THINK_BODIES[-2:])}</think>",
         f"<think>{body}", f"{body}</think>", f"<think>{body}</think><think>{other}</think>",
         f"</think>{body}<think>{other}", f"<think>{body}<think>{other}</think>tail</think>",
         f"<THINK>{body}</THINK>", f"{body}", f"<think>{body}</think >", f"  <think>{body}</think>",
@@ -162,6 +171,32 @@ def generated_cases(n: int = N_GENERATED, seed: int = 7) -> list[tuple[str, str,
     return cases
 
 
+BLOCKS = (
+    "\\boxed{%X}", "\\boxed{%x}", " \\boxed{ %X } ", "\\boxed{(%X).}", "\\boxed{\\text{%X}}",
+    "\\boxed{%X. %W}", "\\boxed{%W}", "%X", "The answer is %X.", "(%X) %W", "答案是 %X",
+    "\\boxed{\\text{\\textbf{%X}}}", "\\boxed{{%X}}", "\\boxed{%X", "\\boxed{%Y} \\boxed{%X}", "",
+    "<b>%X</b>", "\\boxed{%X} <br>", "\\boxed{%X}\u3000",
+)
+
+
+def structured_cases(n: int = 1500, seed: int = 3) -> list[tuple[str, str, str]]:
+    """Mostly well-formed responses with varied answer blocks: the batch path's main lanes."""
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(n):
+        letters = rng.choice(LETTER_SETS)
+        x, y = rng.choice(letters + "G"), rng.choice(letters)
+        block = (rng.choice(BLOCKS).replace("%X", x).replace("%x", x.lower())
+                 .replace("%Y", y).replace("%W", rng.choice(WORDS)))
+        body = rng.choice(THINK_BODIES[-2:] + THINK_BODIES[:3])
+        head = rng.choice(("<think>", "<think>\n", "  <think>", "", "Sure! <think>"))
+        between = rng.choice(("", "\n", "\n\n", " ", "\u3000", " So: ", "</think>"))
+        end = rng.choice(("", "", "\n", " ", " Done.", f"<answer>{y}</answer>"))
+        cases.append((f"{head}{body}</think>{between}<answer>{block}</answer>{end}", letters,
+                      rng.choice(letters)))
+    return cases
+
+
 # Edge cases written out, checked against the oracle too.
 HAND_CASES = (
     "", " ", "\n\t", ".", "A", "a", "Z", "(B)", "B.", "B:", "B)", "B ", " B", "AB", "BA", "B,",
@@ -170,14 +205,16 @@ HAND_CASES = (
     "An apple", "About B: yes", "\\boxed{C}", "<answer>\\boxed{C}</answer>", "A.B.C.", "(A)(B)",
     "A: B: C:", "(A) then B.", "My choice is A, I choose B", "X (A) Y (B) Z", "D)C)B)A)",
     "<think>A</think>B", "<think>A", "A</think>B", "</think>", "<think></think>",
-    "<think>x</think><think>y</think>C", "</think>x<think>y</think>D", "\u1680A\u3000", "\x1cB\x1f",
-    "Answer:\u00a0C", "A1", "A1 then B.", "B2 and so on", "the answer is 4 or D", "C3.", "'\"C\"'", '"\'D\'"', ".,C,.", "İİ the answer is B", "ẞ answer is C",
+    "<think>x</think><think>y</think>C", "</think>x<think>y</think>D", "\u1680A\u3000",
+    "\x1cB\x1f", "Answer:\u00a0C", "A1", "A1 then B.", "B2 and so on", "the answer is 4 or D",
+    "C3.", "'\"C\"'", '"\'D\'"', ".,C,.", "İİ the answer is B", "ẞ answer is C",
+    "I PIC\u212a B, not A.", "ANSWER IS (C) or D",
 )
 
 
 def _all_cases() -> list[tuple[str, str, str]]:
-    return generated_cases() + [(text, letters, "A") for text in HAND_CASES
-                                for letters in ("ABCD", "ABCDEF")]
+    return generated_cases() + structured_cases() + [
+        (text, letters, "A") for text in HAND_CASES for letters in ("ABCD", "ABCDEF")]
 
 
 # ------------------------------------------------------------------- differential tests
@@ -254,6 +291,11 @@ def test_extract_mcq_answer_quirks():
     assert extract_mcq_answer("Apple", list("ABCD")) == "A"  # letters inside words count last
     with pytest.raises(ValueError):
         extract_mcq_answer("A", ["A1", "B1"])
+    with pytest.raises(ValueError):
+        score_response("A", "A.B", "A")
+    with pytest.raises(ValueError):
+        score_frame(pl.DataFrame({"response": ["A"], "option_letters": ["A,B"],
+                                  "ground_truth": ["A"]}))
 
 
 # --------------------------------------------------------------------------- primary rule
@@ -407,3 +449,52 @@ def test_whitespace_class_is_str_isspace():
     matched = pl.Series(chars).str.contains(f"^{scoring.WS_CLASS}$").to_list()
     assert [c for c, m in zip(chars, matched, strict=True) if m] == [c for c in chars
                                                                       if c.isspace()]
+
+
+def test_python_re_space_is_str_isspace():
+    # _TAIL_RE relies on it when it reads the text after </think>.
+    import re
+    chars = [chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
+    space = re.compile(r"\s")
+    assert [c for c in chars if space.match(c)] == [c for c in chars if c.isspace()]
+
+
+def _random_ascii(rng: random.Random, n: int) -> list[str]:
+    alphabet = "ABCDEFabcdef xyz.,!?;:'\"()<>\t\n\x1c-" + "ABCD " * 3
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40)))
+            for _ in range(n)]
+
+
+def test_vectorized_strip_matches_python():
+    # The ASCII fallback lane strips with two regexes; upstream strips in eight steps.
+    texts = _random_ascii(random.Random(5), 5000) + [",", ".,", ",.", "a,.", "a.,", "!.", ".!",
+                                                     " . A", "'\"A\"'", "", "   "]
+    got = pl.Series(texts).str.replace(scoring._LEAD, "").str.replace(scoring._TRAIL, "")
+    expected = []
+    for text in texts:
+        core = text.strip()
+        for mark in scoring._EDGE_PUNCTUATION:
+            core = core.strip(mark)
+        expected.append(core)
+    assert got.to_list() == expected
+
+
+def test_vectorized_fallback_matches_extract_mcq_answer():
+    rng = random.Random(9)
+    texts = _random_ascii(rng, 4000) + [r for r, _, _ in generated_cases(1000, seed=13)
+                                        if r.isascii() and "</think>" not in r]
+    letters = [rng.choice(LETTER_SETS) for _ in texts]
+    rows = pl.DataFrame({"i": pl.Series(range(len(texts)), dtype=pl.UInt32), "t": texts,
+                         "L": letters})
+    got = scoring._fallback_ascii(rows).sort("i")
+    assert got["i"].to_list() == list(range(len(texts)))
+    compared = 0
+    for text, option_letters, letter, undecided in zip(
+            texts, letters, got["letter"].to_list(), got["undecided"].to_list(), strict=True):
+        if undecided:
+            continue
+        expected = extract_mcq_answer(text.strip(), list(option_letters)) or None
+        assert letter == expected, (text, option_letters)
+        compared += 1
+    print(f"\n_fallback_ascii: {compared} texts compared")
+    assert compared > 3000

@@ -23,7 +23,7 @@ Primary rule (`extract_boxed_answer`, method "boxed_answer")
 Fallback (method "fallback")
   * `extract_mcq_answer(strip_reasoning_tags(response), choices=option letters)`: our own
     re-implementation of lmms-eval 0.7.3, behaving exactly like it for the `<think>` tag pair and
-    single-letter choices, quirks included (see the functions). Its answer counts only if it is
+    single-character choices, quirks included (see the functions). Its answer counts only if it is
     one of the option letters; otherwise the method is "none" and `extracted` is None.
 
 Format (`format_ok`)
@@ -34,11 +34,15 @@ Format (`format_ok`)
     characters (code points; whitespace = `str.isspace`). A is not inspected: a wrong or
     unboxed answer costs accuracy, not format.
 
-`correct` = the extracted letter equals the ground truth (exact string comparison).
+`correct` = the extracted letter equals the ground truth (exact string comparison). Option
+letters are letters or digits ("ABCD"); other option strings raise ValueError.
 
-`score_frame` is the batch path: it gives exactly `score_response` row by row, but does the
-scanning of long texts with Polars expressions and runs Python only on the short, highly
-repetitive pieces (answer blocks, text outside the think block), once per distinct value.
+`score_frame` is the batch path for large frames: exactly `score_response` row by row, but the
+long texts are scanned by Polars (three passes per row: the head of the thinking, the number
+of "<", the text after the first `</think>`), Python runs only on the short, repetitive pieces
+(answer blocks, text after the thinking) once per distinct value, lmms-eval's extractor runs as
+Polars expressions on ASCII free text, and slices are scored by two threads. Rows no shortcut
+can vouch for take the Python functions above.
 """
 
 from __future__ import annotations
@@ -294,6 +298,12 @@ def format_ok(response: str) -> bool:
 # ---------------------------------------------------------------------------------- scoring
 
 
+def _check_letter_value(option_letters: str) -> None:
+    # The lmms-eval re-implementation takes single letters/digits only (_unique_choices).
+    if option_letters and not option_letters.isalnum():
+        raise ValueError(f"option letters must be letters or digits, got {option_letters!r}")
+
+
 class Scored(NamedTuple):
     extracted: str | None
     extraction_method: ExtractionMethod
@@ -313,7 +323,12 @@ def fallback_letter(text: str, option_letters: str) -> str | None:
 
 
 def score_response(response: str, option_letters: str, ground_truth: str | None) -> Scored:
-    """Score one response under policy v1. `option_letters` is e.g. "ABCD"."""
+    """Score one response under policy v1.
+
+    `option_letters` is the question's options, e.g. "ABCD": letters or digits ("" accepts
+    nothing); anything else raises ValueError, as in score_frame.
+    """
+    _check_letter_value(option_letters)
     extracted = extract_boxed_answer(response, option_letters)
     method: ExtractionMethod = "boxed_answer"
     if extracted is None:
@@ -324,27 +339,25 @@ def score_response(response: str, option_letters: str, ground_truth: str | None)
     return Scored(extracted, method, correct, fmt, _composite(correct, fmt))
 
 
-
-
 # ------------------------------------------------------------------------------ batch path
 #
 # score_frame sorts rows into lanes with three scans of every row (Polars, all cores); each
 # lane's shortcut is exact for the rows it takes — the argument is written next to it — and
 # what no shortcut covers goes through the Python functions above, once per distinct value.
 # "<" is the pivot: every tag starts with it, so counting it (n_lt) tells when the tags found
-# at the ends of a response are the only ones.
+# at the ends of a response are the only ones. Rows the shortcuts cannot vouch for (several
+# think blocks, "<" inside answers, non-ASCII free text, answer phrases in free text, …) take
+# the Python rule; tests/test_val_scoring.py checks every lane against score_response.
 
 WS_CLASS = r"[\s\x1c-\x1f]"  # = str.isspace: Rust's \s lacks \x1c-\x1f (checked in the tests)
 _WS = WS_CLASS
-_ASCII_SPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "  # the str.isspace characters within ASCII
 # WS* <think>, then MIN_THINK_CHARS non-space characters before the next "<".
 _HEAD = rf"^{_WS}*<think>(?:{_WS}*[^\s\x1c-\x1f<]){{{MIN_THINK_CHARS}}}"
-# The canonical ending, block captured. Nothing in it but its three tags starts with "<", so its
-# <answer> is the last one and closes at its </answer>.
 # The last <answer> block, when it holds no "<" and nothing after it does.
 _LAST_BLOCK = r"<answer>([^<]*)</answer>[^<]*$"
 _ANY_TAG = "<think>|</think>|<answer>|</answer>"
-_SLICE_ROWS = int(__import__('os').environ.get('SR', '250000'))
+# Frames of ≥ 2 slices are scored by two threads (see score_frame).
+_SLICE_ROWS = 500_000
 _MAX_SLICES = 8
 _OUTPUT_COLUMNS = ("extracted", "extraction_method", "correct", "format_ok", "composite")
 
@@ -392,6 +405,7 @@ def _after_first_think(text: pl.Series) -> pl.Series:
 _ASCII_WS = r"[\t-\r\x1c-\x1f ]"
 _LEAD = "^" + _ASCII_WS + "*" + "".join(re.escape(m) + "*" for m in _EDGE_PUNCTUATION)
 _TRAIL = "".join(re.escape(m) + "*" for m in reversed(_EDGE_PUNCTUATION)) + _ASCII_WS + "*$"
+_PHRASE_CORE_RE = "(?i)" + "|".join(_PHRASE_CORES)  # on ASCII text: lower() then search
 
 
 def _fallback_ascii(rows: pl.DataFrame) -> pl.DataFrame:
@@ -405,37 +419,45 @@ def _fallback_ascii(rows: pl.DataFrame) -> pl.DataFrame:
     """
     core, ws = pl.col("core"), _ASCII_WS
     out = []
+
+    def emit(frame: pl.DataFrame, undecided: bool) -> None:
+        out.append(frame.select("i", "letter", pl.lit(undecided).alias("undecided")))
+
     for group in rows["L"].unique().to_list():
         cls = "[" + "".join(sorted(set(group))) + "]"
-        # Start/end: the first/last non-space character of the core (= of bare) is an option
-        # and its neighbour inside bare, if any, is not a letter. Every ASCII phrase starts and
-        # ends with a letter, so it never touches the stripped ends: looking in `t` is looking
-        # in the core.
-        ends = rows.lazy().filter(pl.col("L") == group).select(
-            "i",
-            pl.col("t").str.replace(_LEAD, "").str.replace(_TRAIL, "").alias("core"),
-            pl.col("t").str.contains_any(list(_PHRASE_CORES), ascii_case_insensitive=True)
-            .alias("phrase"),
-        ).with_columns(
-            pl.coalesce(core.str.extract(f"^{ws}*({cls})(?:[^A-Za-z]|$)", 1),
-                        core.str.extract(f"(?:^|[^A-Za-z])({cls}){ws}*$", 1)).alias("letter"),
-        ).collect()
-        marked = ends["letter"].is_null() & ~ends["phrase"]
-        out.append(ends.filter(~marked).select(
-            "i", "letter", pl.col("letter").is_null().alias("undecided")))
 
-        def last(pattern: str, offset: int) -> pl.Expr:
+        def last(pattern: str, offset: int, cls: str = cls) -> pl.Expr:
             # Same-format markers cannot overlap (a letter is never a marker character), so
             # the last non-overlapping match is the last occurrence: upstream's rfind.
-            return core.str.extract_all(pattern).list.last().str.slice(offset, 1)
+            return core.str.extract_all(pattern.format(cls)).list.last().str.slice(offset, 1)
 
-        # Upstream looks in " " + core + " ": the leading space makes no marker; the trailing
-        # one makes a final option letter the last "X " marker.
-        space = pl.coalesce(core.str.extract(f"({cls})$", 1), last(f"{cls} ", 0))
-        markers = [last(rf"\({cls}\)", 1), last(rf"{cls}\.", 0), last(f"{cls}:", 0),
-                   last(rf"{cls}\)", 0), space, last(cls, 0)]
-        out.append(ends.filter(marked).select(
-            "i", pl.coalesce(markers).alias("letter"), pl.lit(False).alias("undecided")))
+        # In priority order; each stage runs only on the rows the earlier ones left open.
+        # Start/end: the first/last non-space character of the core (= of bare) is an option
+        # and its neighbour inside bare, if any, is not a letter. Then answer phrases (every
+        # ASCII phrase starts and ends with a letter, so it never touches the stripped ends:
+        # looking in `t` is looking in the core) are left to Python. Then the markers; upstream
+        # looks in " " + core + " ": the leading space makes no marker, the trailing one makes
+        # a final option letter the last "X " marker.
+        stages = [
+            pl.coalesce(core.str.extract(f"^{ws}*({cls})(?:[^A-Za-z]|$)", 1),
+                        core.str.extract(f"(?:^|[^A-Za-z])({cls}){ws}*$", 1)),
+            None,
+            pl.coalesce(last(r"\({}\)", 1), last(r"{}\.", 0), last("{}:", 0), last(r"{}\)", 0)),
+            pl.coalesce(core.str.extract(f"({cls})$", 1), last("{} ", 0), last("{}", 0)),
+        ]
+        todo = rows.filter(pl.col("L") == group).with_columns(
+            pl.col("t").str.replace(_LEAD, "").str.replace(_TRAIL, "").alias("core"))
+        for stage in stages:
+            if stage is None:
+                phrase = todo["t"].str.contains(_PHRASE_CORE_RE)
+                emit(todo.filter(phrase).with_columns(pl.lit(None, pl.String).alias("letter")),
+                     undecided=True)
+                todo = todo.filter(~phrase)
+                continue
+            done = todo.with_columns(stage.alias("letter"))
+            emit(done.filter(pl.col("letter").is_not_null()), undecided=False)
+            todo = done.filter(pl.col("letter").is_null()).drop("letter")
+        emit(todo.with_columns(pl.lit(None, pl.String).alias("letter")), undecided=False)
     if not out:
         return pl.DataFrame(schema={"i": pl.UInt32, "letter": pl.String, "undecided": pl.Boolean})
     return pl.concat(out)
@@ -448,8 +470,7 @@ def _set(column: pl.Series, rows: pl.Series, values: pl.Series) -> pl.Series:
 
 def _check_letters(letters: pl.Series) -> None:
     for value in letters.unique().to_list():
-        if value and not value.isalnum():
-            raise ValueError(f"option letters must be letters or digits, got {value!r}")
+        _check_letter_value(value)
 
 
 def score_frame(df: pl.DataFrame) -> pl.DataFrame:
@@ -517,21 +538,29 @@ def _score_columns(frame: pl.DataFrame) -> tuple[pl.Series, pl.Series, pl.Series
     blocks = {k: _tail_block(k) for k in after.unique().to_list() if k is not None}
 
     # Lane T: `after` is "</think>W<answer>A</answer>WS*" with no "<" in A — the response ends
-    # in the canonical way and its first </think> is its only one.
-    # Primary: A is the last block; each distinct A is mapped once.
+    # in the canonical way and its first </think> is its only one. A is then the last block.
     # Format: with n_lt == 4, head holds iff the response is WS*<think>T</think>W<answer>A
     # </answer>WS* with ≥ 100 non-space characters in T (T holds no "<"); n_lt == 3 lacks
     # <think>; n_lt ≥ 5 is settled below with the other crowded rows.
     # Clean rows — the only "<" are the tail's three, or those plus the leading <think> —
-    # without their think block read exactly "<answer>A</answer>": that is what the fallback
-    # gets.
-    tail = after.replace_strict({k: b is not None for k, b in blocks.items()}, default=False,
-                                return_dtype=pl.Boolean)
-    candidates = {k: None if b is None else boxed_candidate(b) for k, b in blocks.items()}
-    primary = _accepted(after.replace_strict(candidates, default=None, return_dtype=pl.String),
-                        letters)
+    # without their think block read exactly "<answer>A</answer>", whatever T said; so their
+    # whole outcome depends on (A, letters) alone and is computed once per distinct pair.
+    valid = [k for k, b in blocks.items() if b is not None]
+    after_id = after.replace_strict({k: i for i, k in enumerate(valid)}, default=None,
+                                    return_dtype=pl.UInt32).cast(pl.UInt32)
+    tail = after_id.is_not_null()
     fmt = tail & head & (n_lt == 4)
     clean = tail & ((n_lt == 3) | ((n_lt == 4) & head))
+    candidates = pl.Series([boxed_candidate(blocks[k]) for k in valid], dtype=pl.String)
+    primary = _accepted(candidates.gather(after_id), letters)
+    # Clean rows without a primary answer: the fallback depends on (A, letters) alone.
+    fallback = pl.repeat(None, frame.height, dtype=pl.String, eager=True)
+    rows = (clean & primary.is_null()).arg_true()
+    row_ids, row_letters = after_id.gather(rows), letters.gather(rows)
+    for value in row_letters.unique().to_list():  # a handful of option sets
+        table = pl.Series([_fallback_of_block(blocks[k], value) for k in valid], dtype=pl.String)
+        picked = row_letters == value
+        fallback = _set(fallback, rows.filter(picked), table.gather(row_ids.filter(picked)))
 
     # Lane R: the rest. Primary: the last block if it and what follows hold no "<" (mapped
     # likewise), else the Python rule for responses with an <answer> at all. Format: false — a
@@ -551,14 +580,9 @@ def _score_columns(frame: pl.DataFrame) -> tuple[pl.Series, pl.Series, pl.Series
     fmt = _set(fmt, crowded, pl.Series([format_ok(t) for t in text.gather(crowded)],
                                        dtype=pl.Boolean))
 
-    # Fallback, for rows without a primary answer (nothing is accepted without option letters).
-    fallback = pl.repeat(None, frame.height, dtype=pl.String, eager=True)
+    # Fallback, for the other rows without a primary answer (nothing is accepted without
+    # option letters).
     missing = primary.is_null() & (letters != "")
-    via_block = (missing & clean).arg_true()
-    # Keyed "letters\0after": option letters are letters or digits (_check_letters).
-    keys = pl.DataFrame({"L": letters.gather(via_block), "a": after.gather(via_block)}).select(
-        pl.concat_str("L", pl.lit("\x00"), "a")).to_series()
-    fallback = _set(fallback, via_block, _map_distinct(keys, _fallback_of_key))
     other = (missing & ~clean).arg_true()
     other_text, other_letters = text.gather(other), letters.gather(other)
     plain = (~other_text.str.contains(THINK_CLOSE, literal=True)
@@ -587,6 +611,7 @@ def _score_columns(frame: pl.DataFrame) -> tuple[pl.Series, pl.Series, pl.Series
 _TAIL_RE = re.compile(r"</think>\s*<answer>([^<]*)</answer>\s*\Z")
 
 
+@lru_cache(maxsize=1 << 16)
 def _tail_block(after: str) -> str | None:
     """A when `after` (the text from the first </think>) is "</think>W<answer>A</answer>WS*"
     with no "<" in A, else None."""
@@ -594,15 +619,8 @@ def _tail_block(after: str) -> str | None:
     return None if match is None else match.group(1)
 
 
-def _fallback_of_key(key: str) -> str | None:
-    """fallback_letter of a clean response, from "letters\0after": its think-stripped text is
-    "<answer>A</answer>"."""
-    letters, after = key.split("\x00", 1)
-    block = _tail_block(after)
-    assert block is not None  # only clean rows are keyed
-    return _fallback_of_block(block, letters)
-
-
-def _fallback_of_block(block: str, option_letters: str) -> str | None:
+@lru_cache(maxsize=1 << 16)  # shared by the slices and across calls; inputs are short
+def _fallback_of_block(block: str | None, option_letters: str) -> str | None:
     """fallback_letter of a response whose think-stripped text is "<answer>block</answer>"."""
+    assert block is not None  # only lane-T blocks come here
     return fallback_letter(f"{ANSWER_OPEN}{block}{ANSWER_CLOSE}", option_letters)
