@@ -69,7 +69,8 @@ def _case_of(rel_path: str) -> str | None:
     return parts[1] if len(parts) >= 3 and parts[0] == "cases" else None
 
 
-def _snapshot_root(benchlake: BenchlakeSettings) -> tuple[Path, str]:
+def snapshot_root(benchlake: BenchlakeSettings) -> tuple[Path, str]:
+    """(local folder, media mode) of the acquired snapshot, as `rvp_snapshot` recorded it."""
     row = pq.read_table(benchlake.table_path("rvp_snapshot")).to_pylist()[0]
     return Path(row["local_path"]), row["media_mode"]
 
@@ -98,7 +99,7 @@ def rvp_snapshot(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
 def rvp_checksums(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Every file of the snapshot against SHA256SUMS.txt (streamed, in parallel, with a progress
     bar): ok, mismatch, missing, not_downloaded (metadata mode) or unlisted."""
-    root, media_mode = _snapshot_root(benchlake)
+    root, media_mode = snapshot_root(benchlake)
 
     def absent_ok(rel: str) -> bool:
         return media_mode == "metadata" and rel.rsplit("/", 1)[-1] in MEDIA_FILES
@@ -181,7 +182,7 @@ def _probe_case(case_dir: Path, root: Path) -> tuple[dict | None, list[Reject]]:
 def rvp_media(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """A PyAV probe of every gt.mp4 without a full decode (metadata duration, decodable range,
     fps, frame count, size, codec, first/last frame decode) and the size of initial.png."""
-    root, _ = _snapshot_root(benchlake)
+    root, _ = snapshot_root(benchlake)
     rows, rejects = [], []
     with ThreadPoolExecutor(max_workers=2) as pool:
         for row, rej in pool.map(lambda d: _probe_case(d, root), list_case_dirs(root)):
@@ -206,7 +207,7 @@ def rvp_media(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
 def rvp_cases_and_intervals(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Parses every case folder. A case with any problem here, a failed checksum, or media that
     does not decode is left out whole; each problem is in rvp_rejects."""
-    root, media_mode = _snapshot_root(benchlake)
+    root, media_mode = snapshot_root(benchlake)
     tables = benchlake.settings().tables_dir
     bad_elsewhere = set()
     for stage in ("rvp_checksums", "rvp_media"):

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from dagster_project.catalog import connect
+from dagster_project.defs.rynn_vp.assets import snapshot_root
 from dagster_project.demo import ensure_candidates_demo
 from dagster_project.partitions import RVP_CASE_PARTITIONS, rvp_case_keys
 from dagster_project.resources import BenchlakeSettings, write_and_describe
@@ -83,8 +84,7 @@ def _case_inputs(benchlake: BenchlakeSettings, case_ids: list[str]) -> list[Case
     """Gather each case's inputs through the SQL views (the clamping and Done rules live there)."""
     s = benchlake.settings()
     con, _ = connect(s.tables_dir)
-    root = Path(pq.read_table(benchlake.table_path("rvp_snapshot")).column("local_path")[0]
-                .as_py())
+    root, _ = snapshot_root(benchlake)
     sums = dict(con.execute("SELECT rel_path, actual_sha256 FROM stg_rvp_checksums").fetchall())
     media = {r[0]: r[1:] for r in con.execute(
         "SELECT case_id, first_frame_s, last_frame_s FROM rvp_media").fetchall()}

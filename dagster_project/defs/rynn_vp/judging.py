@@ -11,9 +11,9 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dagster_project.catalog import connect
+from dagster_project.defs.rynn_vp.assets import snapshot_root
 from dagster_project.demo import ensure_judgments_demo
 from dagster_project.dropfolder import archive_versions
 from dagster_project.resources import (
@@ -91,17 +91,12 @@ JUDGMENT_TABLES = {
 }
 
 
-def _snapshot_root(benchlake: BenchlakeSettings) -> Path:
-    return Path(pq.read_table(benchlake.table_path("rvp_snapshot")).column("local_path")[0]
-                .as_py())
-
-
 @dg.asset(group_name=GROUP, kinds={"parquet"}, deps=["rvp_checksums", "rvp_cases"])
 def rvp_gt_fingerprints(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """The GT compilation cache key of every accepted case: SHA-256 over the digests of its four
     files and the prompt version in effect (the Skill's prompts if the snapshot has them, else
     the project's templates)."""
-    prompts = load_prompts(_snapshot_root(benchlake))
+    prompts = load_prompts(snapshot_root(benchlake)[0])
     con, _ = connect(benchlake.settings().tables_dir)
     digests: dict[str, dict[str, str]] = {}
     for rel, case_id, actual, expected in con.execute(
@@ -191,7 +186,7 @@ def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSet
     """One packet per (system, case, role) for the five candidate roles, and one GT compilation
     packet per case: JSON plus the evidence files it names, under `$BENCHLAKE_HOME/packets/`."""
     s = benchlake.settings()
-    rows = build_packets(s.tables_dir, s.packets_dir, _snapshot_root(benchlake))
+    rows = build_packets(s.tables_dir, s.packets_dir, snapshot_root(benchlake)[0])
     return write_and_describe(rows_to_table(rows, PACKETS_SCHEMA),
                               benchlake.table_path("rvp_judge_packets"),
                               packets_dir=dg.MetadataValue.path(str(s.packets_dir)))
