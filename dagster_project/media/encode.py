@@ -1,13 +1,29 @@
 """Deterministic synthetic video generation and H.264 (MP4) encoding with PyAV.
 
 Demo benchmark videos must be reproducible: the same arguments always give the same bytes, so
-content hashes in the lakehouse stay stable across runs and machines sharing one FFmpeg/x264
-build.
+content hashes in the lakehouse stay stable across runs, processes and machines sharing one
+FFmpeg/x264 build (the PyAV wheel of the lock).
+
+Two things make that hold (see `write_h264`):
+
+- **x264's kernel set is chosen, not detected.** On a CPU with AVX-512, x264 (core 165, in the
+  PyAV 18 wheel) picks AVX-512 kernels that read pixels outside the picture: the padding at the
+  end of each row of the input frame and rows below a height that is not a multiple of 16. Those
+  bytes are uninitialised heap, so the stream depended on what the process had allocated before
+  (measured: the same 320x180 clip gave a different file after encoding an 854x480 one; random
+  bytes in the row padding changed the output of every encode). With the AVX2 kernel set, or
+  with x264's plain C, padding content and encode order change nothing. `X264_ASM` names the set
+  explicitly, so the bytes also stop depending on which further features (cache line size, fast
+  SSE2, AVX-512) the CPU reports.
+- **RGB -> YUV 4:2:0 is our own integer arithmetic** (`rgb_to_yuv420p`), not libswscale, whose
+  SIMD paths are selected per CPU as well: the encoder receives exactly defined planes.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import platform
 import uuid
 import zlib
 from collections.abc import Iterable, Iterator
@@ -114,6 +130,47 @@ def synthetic_frames(
         yield frame
 
 
+def rgb_to_yuv420p(rgb: np.ndarray) -> np.ndarray:
+    """HxWx3 uint8 RGB -> the (H*3/2)xW yuv420p layout `VideoFrame.from_ndarray` takes.
+
+    BT.601 limited range in 8-bit fixed point (the coefficients of ITU-R BT.601 scaled by 256,
+    as libswscale's default for RGB -> yuv420p); chroma is the rounded mean of each 2x2 block.
+    Integer arithmetic only, so every machine computes the same planes."""
+    h, w = rgb.shape[:2]
+    r, g, b = (rgb[..., k].astype(np.int32) for k in range(3))
+    y = ((66 * r + 129 * g + 25 * b + 128) >> 8) + 16
+    u = ((-38 * r - 74 * g + 112 * b + 128) >> 8) + 128
+    v = ((112 * r - 94 * g - 18 * b + 128) >> 8) + 128
+
+    def subsample(plane: np.ndarray) -> np.ndarray:
+        blocks = plane.reshape(h // 2, 2, w // 2, 2).sum(axis=(1, 3))
+        return ((blocks + 2) >> 2).astype(np.uint8).reshape(-1)
+
+    planes = [y.astype(np.uint8).reshape(-1), subsample(u), subsample(v)]
+    return np.concatenate(planes).reshape(h * 3 // 2, w)
+
+
+@functools.cache
+def x264_asm() -> str:
+    """The value of x264's `asm` parameter: the AVX2 kernel set on an x86-64 CPU that has AVX2
+    (x264's name `AVX2` = SSE..SSE4.2, AVX, FMA3, LZCNT, BMI1/2, AVX2), else `0` (plain C).
+
+    Never x264's own detection: it would pick AVX-512 where available (see the module notes).
+    The flags come from /proc/cpuinfo, which lists only what the kernel enabled."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return "0"
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return "0"
+    flags: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags = set(line.partition(":")[2].split())
+            break
+    return "AVX2" if {"avx2", "fma", "bmi1", "bmi2", "abm"} <= flags else "0"
+
+
 def write_h264(
     path: Path,
     frames: Iterable[np.ndarray],
@@ -161,6 +218,7 @@ def _encode(
             "scenecut=0",  # ... and none inserted on scene cuts
             f"bframes={bframes}",
             "threads=1",  # x264 output depends on thread count; pin it for byte-identity
+            f"asm={x264_asm()}",  # a fixed kernel set, never AVX-512 (module notes)
         ]
     )
     # fflags=+bitexact stops the mp4 muxer writing the "Lavf..." encoder tag; no creation_time
@@ -195,7 +253,7 @@ def _encode(
                 stream.width, stream.height = w, h
             elif size != (w, h):
                 raise ValueError(f"frame {i}: size {w}x{h} differs from first frame {size}")
-            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
+            frame = av.VideoFrame.from_ndarray(rgb_to_yuv420p(rgb), format="yuv420p")
             frame.pts = i
             frame.time_base = Fraction(1, fps)
             container.mux(stream.encode(frame))
