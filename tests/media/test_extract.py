@@ -362,29 +362,52 @@ def test_real_videos_bit_exact(path: Path) -> None:
 # --- damaged and unusable files ------------------------------------------------------------------
 
 
+def _truncation_points(path: Path) -> dict[str, int]:
+    """Byte offsets to cut `path` at, read from its own packet layout (file order): a few bytes
+    into a packet, so the demuxer still returns it (it is indexed) but no decoder can make a
+    picture of it. `lose_last` cuts the newest picture so far (its pts is above every earlier
+    packet's: after it is lost, the last indexed frame cannot decode); `keep_last` cuts the last
+    packet whose picture is shown before one already complete (a B-frame: the last indexed frame
+    still decodes)."""
+    with av.open(str(path)) as container:
+        packets = [(p.pos, p.size, p.pts) for p in container.demux(video=0) if p.size]
+    newest, keep_last = -1, None
+    lose_last = None
+    for n, (pos, _, pts) in enumerate(packets):
+        if pts > newest:
+            if lose_last is None and n >= len(packets) // 2:
+                lose_last = pos
+            newest = pts
+        else:
+            keep_last = pos
+    assert lose_last is not None and keep_last is not None, "need I/P and B packets"
+    return {"lose_last": lose_last + 8, "keep_last": keep_last + 8}
+
+
+@pytest.mark.parametrize("where", ["lose_last", "keep_last"])
 def test_truncated_faststart_mp4_clamps_to_last_decodable(
-    videos: dict[str, Path], tmp_path: Path
+    videos: dict[str, Path], tmp_path: Path, where: str
 ) -> None:
     fast = remux(videos["gop25"], tmp_path / "fast.mp4", "mp4", movflags="+faststart")
-    data = fast.read_bytes()
-    for frac in (0.999, 0.6):
-        path = tmp_path / f"cut{frac}.mp4"
-        path.write_bytes(data[: int(len(data) * frac)])
-        index = index_video(path)  # opens: the sample table is at the front
-        decoded = {pts: rgb for pts, rgb in iter_decoded_rgb(path)}
-        last_ok = max(decoded)
-        res = extract_frames(
-            path, times=[1e9], indices=[index.frame_count - 1, 10**6, 5], index=index
-        )
-        for r in res[:3]:  # everything at or past the end: the last frame that decodes
-            assert r.pts == last_ok and r.frame_index == index.frame_of_pts(last_ok)
-            assert np.array_equal(r.rgb, decoded[last_ok])
-        assert res[0].clamped and res[2].clamped
-        # The last indexed frame itself counts as clamped only if it did not decode.
-        assert res[1].clamped == (last_ok != index.last_pts)
-        assert res[3].frame_index == 5 and not res[3].clamped
-        assert np.array_equal(res[3].rgb, decoded[index.pts[5]])
-    assert last_ok < index.last_pts  # the 0.6 cut really lost its last indexed frame
+    cut = _truncation_points(fast)[where]
+    path = tmp_path / f"cut-{where}.mp4"
+    path.write_bytes(fast.read_bytes()[:cut])
+    index = index_video(path)  # opens: the sample table is at the front
+    decoded = {pts: rgb for pts, rgb in iter_decoded_rgb(path)}
+    last_ok = max(decoded)
+    # The layout says which case this is; the decoder agrees.
+    assert (last_ok < index.last_pts) == (where == "lose_last")
+    res = extract_frames(
+        path, times=[1e9], indices=[index.frame_count - 1, 10**6, 5], index=index
+    )
+    for r in res[:3]:  # everything at or past the end: the last frame that decodes
+        assert r.pts == last_ok and r.frame_index == index.frame_of_pts(last_ok)
+        assert np.array_equal(r.rgb, decoded[last_ok])
+    assert res[0].clamped and res[2].clamped
+    # The last indexed frame itself counts as clamped only if it did not decode.
+    assert res[1].clamped == (where == "lose_last")
+    assert res[3].frame_index == 5 and not res[3].clamped
+    assert np.array_equal(res[3].rgb, decoded[index.pts[5]])
 
 
 def test_truncated_mp4_moov_at_end(videos: dict[str, Path], tmp_path: Path) -> None:
