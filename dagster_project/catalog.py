@@ -1,7 +1,9 @@
 """The DuckDB side: every view is a `.sql` file under `sql/`, one view per file, named after it.
 
 Views read Parquet through `{{tables}}`, replaced by the absolute tables folder when the views are
-created, so the catalog file works from any working directory. `connect()` builds the same views
+created, so the catalog file works from any working directory. Path columns are stored relative
+to the home (`tables.path_field`); `{{abspath(col)}}` expands to the absolute path of `col`
+against the home the views are built for. `connect()` builds the same views
 in an in-memory database for ad-hoc SQL and exports: readers never open the catalog file a
 materialization may be rewriting, so they neither block it nor wait for it.
 """
@@ -40,12 +42,24 @@ def _sql_literal_path(path: Path | str) -> str:
     return str(path).replace("\\", "/").replace("'", "''")
 
 
+_ABSPATH = re.compile(r"\{\{\s*abspath\(\s*([\w.]+)\s*\)\s*\}\}")
+
+
+def _render(sql: str, tables: str) -> str:
+    home = tables.rsplit("/", 1)[0]
+
+    def abspath(match: re.Match[str]) -> str:
+        col = match.group(1)
+        return (f"CASE WHEN {col} IS NULL OR {col} LIKE '/%' OR {col} LIKE '%://%' THEN {col} "
+                f"ELSE '{home}/' || {col} END")
+
+    return _ABSPATH.sub(abspath, sql).replace("{{tables}}", tables)
+
+
 def load_views(tables_dir: Path | str, sql_dir: Path = SQL_DIR) -> list[ViewDef]:
-    tables = _sql_literal_path(tables_dir)
-    return [
-        ViewDef(p.stem, p, p.read_text(encoding="utf-8").replace("{{tables}}", tables))
-        for p in view_files(sql_dir)
-    ]
+    tables = _sql_literal_path(tables_dir).rstrip("/")
+    return [ViewDef(p.stem, p, _render(p.read_text(encoding="utf-8"), tables))
+            for p in view_files(sql_dir)]
 
 
 _NO_FILES = re.compile(r"No files found")

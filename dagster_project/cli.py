@@ -216,16 +216,15 @@ def packets(
 ) -> None:
     """Write judge packets (JSON + evidence files) for the chosen evaluations, from the
     materialized evidence; the `rvp_judge_packets` asset writes them all."""
-    import pyarrow.parquet as pq
-
     from dagster_project.rynn_vp.packets import build_packets
+    from dagster_project.tables import read_table
 
     settings = _settings()
     snapshot = settings.tables_dir / "rvp_snapshot.parquet"
     if not snapshot.exists():
         raise CliError(f"the warehouse at {settings.home} has no Rynn-VP evidence yet: run "
                        "`benchlake materialize` first")
-    root = Path(pq.read_table(snapshot).column("local_path")[0].as_py())
+    root = Path(read_table(snapshot, settings.home).column("local_path")[0].as_py())
     rows = build_packets(settings.tables_dir, settings.packets_dir, root, system=system,
                          case_id=case)
     if not rows:

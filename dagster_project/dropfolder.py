@@ -12,9 +12,7 @@ import hashlib
 import json
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
-from dagster_project.tables import atomic_write_bytes
+from dagster_project.tables import atomic_write_bytes, read_table
 
 
 def scan_drop_folder(root: Path) -> dict[str, str]:
@@ -28,10 +26,10 @@ def scan_drop_folder(root: Path) -> dict[str, str]:
     return found
 
 
-def archive_versions(archive_root: Path, root: Path, manifest: Path) -> list[dict]:
+def archive_versions(archive_root: Path, root: Path, manifest: Path, home: Path) -> list[dict]:
     """Archive every new (path, content) under `archive_root/<sha256>` and return the full
-    version list: the previous manifest (a Parquet table) plus the new versions."""
-    previous = pq.read_table(manifest).to_pylist() if manifest.exists() else []
+    version list: the previous manifest (a Parquet table under `home`) plus the new versions."""
+    previous = read_table(manifest, home).to_pylist() if manifest.exists() else []
     known = {(r["source_file"], r["sha256"]) for r in previous}
     current = scan_drop_folder(root)
     versions = list(previous)

@@ -447,7 +447,7 @@ def _rvp_inputs(con: duckdb.DuckDBPyConnection, available: set[str]) -> dict[str
     snapshots = _query(con, "SELECT * FROM stg_rvp_snapshot")
     info: dict[str, Any] = dict(snapshots[0]) if snapshots else {}
     sums: dict[str, Any] = {}
-    local = info.get("local_path")
+    local = info.get("local_abspath")
     if local and (Path(local) / "SHA256SUMS.txt").is_file():
         sums["file_sha256"] = _sha256_file(Path(local) / "SHA256SUMS.txt")
     if "stg_rvp_checksums" in available:

@@ -7,7 +7,7 @@ import dagster as dg
 import pyarrow as pa
 
 from dagster_project.settings import Settings
-from dagster_project.tables import markdown_preview, write_table
+from dagster_project.tables import markdown_preview, read_table, write_table
 
 
 class BenchlakeSettings(dg.ConfigurableResource):
@@ -51,12 +51,19 @@ class BenchlakeSettings(dg.ConfigurableResource):
     def table_path(self, name: str) -> Path:
         return self.settings().tables_dir / f"{name}.parquet"
 
+    def read(self, name: str, columns: list[str] | None = None) -> pa.Table:
+        """Table `name` with its path columns absolute (see `tables.read_table`)."""
+        return read_table(self.table_path(name), self.settings().home, columns)
+
 
 def write_and_describe(
-    table: pa.Table, path: Path, *, asset_key: str | None = None, **extra: object
+    benchlake: "BenchlakeSettings", name: str, table: pa.Table, *, asset_key: str | None = None,
+    **extra: object
 ) -> dg.MaterializeResult:
-    """Write `table` atomically and return the result the UI shows: rows, path, a preview."""
-    write_table(table, path)
+    """Write table `name` atomically and return the result the UI shows: rows, path, a
+    preview."""
+    path = benchlake.table_path(name)
+    write_table(table, path, home=benchlake.settings().home)
     metadata: dict[str, object] = {
         "dagster/row_count": table.num_rows,
         "path": dg.MetadataValue.path(str(path)),

@@ -3,6 +3,12 @@
 Parquet under `$BENCHLAKE_HOME/tables/` is the source of truth. Every writer goes through
 `write_table` so that a reader (DuckDB views, `benchlake sql`) only ever sees whole files and the
 same input always yields the same bytes.
+
+Columns that hold file paths are declared with `path_field`: a path inside `$BENCHLAKE_HOME` is
+stored relative to it (POSIX separators), anything else (a user's own snapshot, a URI) as given.
+So a warehouse does not depend on where it lives: the same inputs in two homes give the same
+bytes, and a home can be moved or synced to object storage as is. `read_table` turns the stored
+paths back into absolute ones for Python readers; the views expose both (`*_abspath`).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 # Fixed writer options: changing them changes every file's bytes, so they live in one place.
@@ -55,10 +62,66 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def write_table(table: pa.Table | pl.DataFrame, path: Path) -> Path:
-    """Atomically write a table as Parquet with fixed options (identical bytes for equal input)."""
+PATH_METADATA = {b"benchlake.path": b"home-relative"}
+
+
+def path_field(name: str, *, many: bool = False) -> pa.Field:
+    """A column of file paths (`many`: a list of them), stored relative to the home when inside
+    it (see the module notes)."""
+    return pa.field(name, pa.list_(pa.string()) if many else pa.string(), metadata=PATH_METADATA)
+
+
+def _is_path_field(field: pa.Field) -> bool:
+    return bool(field.metadata) and field.metadata.get(b"benchlake.path") is not None
+
+
+def stored_path(value: str | None, home: Path) -> str | None:
+    """How a path is stored: relative to `home` when inside it, else unchanged."""
+    if value is None:
+        return None
+    path = Path(value)
+    if not path.is_absolute():
+        return value  # already relative (stored form), or a URI such as hf://...
+    try:
+        return path.relative_to(home).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def resolved_path(value: str | None, home: Path) -> str | None:
+    """The absolute path of a stored one (URIs and absolute paths unchanged)."""
+    if value is None or value.startswith("/") or "://" in value:
+        return value
+    return str(home / value)
+
+
+def _map_path_columns(table: pa.Table, fn: Any) -> pa.Table:
+    for i, field in enumerate(table.schema):
+        if not _is_path_field(field):
+            continue
+        column = table.column(i).combine_chunks()
+        if pa.types.is_list(field.type):
+            flat = pa.array([fn(v) for v in column.flatten().to_pylist()], pa.string())
+            offsets = pc.subtract(column.offsets, column.offsets[0])  # a slice may not start at 0
+            new = pa.ListArray.from_arrays(offsets, flat, mask=column.is_null())
+        else:
+            new = pa.array([fn(v) for v in column.to_pylist()], pa.string())
+        table = table.set_column(i, field, new)
+    return table
+
+
+def write_table(
+    table: pa.Table | pl.DataFrame, path: Path, *, home: Path | None = None
+) -> Path:
+    """Atomically write a table as Parquet with fixed options (identical bytes for equal input).
+
+    `home` is required when the schema has path fields: they are stored relative to it."""
     if isinstance(table, pl.DataFrame):
         table = table.to_arrow()
+    if any(_is_path_field(f) for f in table.schema):
+        if home is None:
+            raise ValueError(f"{path}: a table with path columns needs the home to store them")
+        table = _map_path_columns(table, lambda v: stored_path(v, home))
     fd, tmp = _temp_beside(path)
     os.close(fd)
     try:
@@ -68,6 +131,12 @@ def write_table(table: pa.Table | pl.DataFrame, path: Path) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def read_table(path: Path, home: Path, columns: list[str] | None = None) -> pa.Table:
+    """Read a table written by `write_table`, with its path columns absolute again."""
+    table = pq.read_table(path, columns=columns)
+    return _map_path_columns(table, lambda v: resolved_path(v, home))
 
 
 def rows_to_table(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:

@@ -51,7 +51,8 @@ def test_views_read_the_warehouse_from_s3(demo_warehouse, s3_endpoint):
     here, _ = connect(demo_warehouse.tables_dir)
     for view in VIEWS:
         assert view not in skipped
-        q = f"SELECT * FROM {view} ORDER BY ALL"
+        # *_abspath columns resolve against each warehouse's own root, by design
+        q = f"SELECT COLUMNS(lambda c: c NOT LIKE '%abspath') FROM {view} ORDER BY ALL"
         # averages may differ in the last bit with DuckDB's parallel aggregation order
         assert _rounded(remote.execute(q).fetchall()) == _rounded(here.execute(q).fetchall()), \
             view

@@ -54,8 +54,9 @@ def test_every_evaluation_follows_the_evidence_policy(demo_warehouse):
             assert ev["evidence_gaps"] == [f"{a}->{b}" for a, b in zip(["S0", *ids], ids,
                                                                        strict=False)]
         for f in frames:
-            assert Path(f["image_path"]).is_file()
-            with Image.open(f["image_path"]) as im:
+            assert Path(f["image_abspath"]).is_file()
+            assert f["image_abspath"] == str(demo_warehouse.home / f["image_path"])
+            with Image.open(f["image_abspath"]) as im:
                 assert im.size == (f["width"], f["height"])
 
 
@@ -100,11 +101,11 @@ def test_anchors_follow_the_documented_rule(demo_warehouse):
 def test_panels_are_the_frames_they_claim(demo_warehouse):
     """The demo videos carry their frame index as a barcode: read it back from the JPEGs."""
     con, _ = connect(demo_warehouse.tables_dir)
-    panels = rows(con, "SELECT frame_index, image_path, evaluation_id FROM rvp_evidence_frames "
+    panels = rows(con, "SELECT frame_index, image_abspath, evaluation_id FROM rvp_evidence_frames "
                        "WHERE role IN ('panel', 'anchor')")
     assert len(panels) > 300
     for p in panels:
-        with Image.open(p["image_path"]) as im:
+        with Image.open(p["image_abspath"]) as im:
             assert read_frame_index(np.asarray(im.convert("RGB"))) == p["frame_index"], p
 
 
@@ -130,13 +131,13 @@ def test_val_frames_match_the_plan(demo_warehouse):
     plans = rows(con, "SELECT video_path, nframes, frame_indices, resized_width, resized_height "
                       "FROM vv_frame_plan WHERE error IS NULL")
     for p in plans:
-        frames = rows(con, "SELECT DISTINCT frame_no, frame_index, width, height, image_path "
+        frames = rows(con, "SELECT DISTINCT frame_no, frame_index, width, height, image_abspath "
                            "FROM vv_frames WHERE video_path = ? ORDER BY frame_no",
                       [p["video_path"]])
         assert [f["frame_index"] for f in frames] == p["frame_indices"]
         assert all((f["width"], f["height"]) == (p["resized_width"], p["resized_height"])
                    for f in frames)
-        with Image.open(frames[-1]["image_path"]) as im:
+        with Image.open(frames[-1]["image_abspath"]) as im:
             assert im.size == (p["resized_width"], p["resized_height"])
 
 

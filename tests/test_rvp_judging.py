@@ -83,12 +83,12 @@ def test_packets_name_existing_evidence_and_are_fingerprinted(demo_warehouse):
     cases = con.execute("SELECT count(*) FROM rvp_cases").fetchone()[0]
     assert len(packets) == 5 * evals + cases
     for p in packets[:: max(1, len(packets) // 25)]:
-        data = json.loads(Path(p["packet_path"]).read_text())
+        data = json.loads(Path(p["packet_abspath"]).read_text())
         assert data["fingerprint"] == p["packet_fingerprint"]
         assert data["role"] == p["role"] and data["prompt"]["version"] == p["prompt_version"]
         template = Path(__file__).parent.parent / "assets" / "prompts" / "v1" / f"{p['role']}.md"
         assert data["prompt"]["text"] == template.read_text()  # used unchanged
-        folder = Path(p["packet_path"]).parent
+        folder = Path(p["packet_abspath"]).parent
         for item in data["evidence"] + data["storyboards"]:
             assert (folder / item["file"]).is_file()
         ids = {e["evidence_id"] for e in data["evidence"]}

@@ -69,12 +69,15 @@ def test_options_and_metadata_follow_the_card(demo_warehouse):
 
 def test_video_paths_are_remapped_not_rewritten(demo_warehouse):
     con, _ = connect(demo_warehouse.tables_dir)
-    rows = con.execute("SELECT video_uri, video_path, prefix_matched, video_exists "
-                       "FROM vv_questions").fetchall()
+    rows = con.execute("SELECT video_uri, video_path, video_abspath, prefix_matched, "
+                       "video_exists FROM vv_questions").fetchall()
     cache = (demo_warehouse.video_val_demo_dir / "cache").resolve()
-    for uri, path, matched, exists in rows:
+    for uri, path, abspath, matched, exists in rows:
         assert uri.startswith(FOREIGN_PREFIX + "/")
-        assert path == str(cache) + uri[len(FOREIGN_PREFIX):]
+        assert abspath == str(cache) + uri[len(FOREIGN_PREFIX):]
+        # inside the home: stored relative to it
+        assert path == (cache.relative_to(demo_warehouse.home) / uri[len(FOREIGN_PREFIX) + 1:]
+                        ).as_posix()
         assert matched and exists
     for name in SOURCES:  # the source files still carry the foreign prefix
         table = pq.read_table(_demo_parquets(demo_warehouse) / name, columns=["videos"])
@@ -83,7 +86,7 @@ def test_video_paths_are_remapped_not_rewritten(demo_warehouse):
 
 def test_frame_plan_equals_the_pure_planner_on_probed_values(demo_warehouse):
     con, _ = connect(demo_warehouse.tables_dir)
-    plans = con.execute("SELECT video_path, total_frames, video_fps, height, width, nframes, "
+    plans = con.execute("SELECT video_abspath, total_frames, video_fps, height, width, nframes, "
                         "frame_indices, resized_height, resized_width, sample_fps, fps, "
                         "max_frames, min_pixels, max_pixels, error FROM vv_frame_plan").fetchall()
     assert len(plans) >= 6
@@ -163,7 +166,7 @@ def test_unmatched_prefixes_and_missing_files_are_counted_per_source(unresolved)
     # The rest flows: questions, probes and plans exist for everything that resolved.
     assert con.execute("SELECT count(*) FROM vv_questions").fetchone() == (30,)
     plan_errors = dict(con.execute(
-        "SELECT video_path, error FROM vv_frame_plan WHERE error IS NOT NULL").fetchall())
+        "SELECT video_abspath, error FROM vv_frame_plan WHERE error IS NOT NULL").fetchall())
     assert plan_errors[str(victim)].startswith("video cannot be planned: video file is missing")
     assert con.execute("SELECT count(*) FROM vv_frame_plan WHERE error IS NULL").fetchone()[0] >= 3
 

@@ -100,7 +100,7 @@ def write_packet(
     files carry their own SHA-256, so the fingerprint covers their bytes too."""
     manifest = []
     for item in evidence:
-        src = Path(item["image_path"])
+        src = Path(item["image_abspath"])
         name = f"evidence/{item['evidence_id'].split('#', 1)[1]}{src.suffix}"
         _link_or_copy(src, folder / name)
         manifest.append({
@@ -114,7 +114,7 @@ def write_packet(
         })
     boards = []
     for b in storyboards:
-        src = Path(b["image_path"])
+        src = Path(b["image_abspath"])
         name = f"evidence/SB{b['storyboard_no']}{src.suffix}"
         _link_or_copy(src, folder / name)
         boards.append({"evidence_id": f"{b['evaluation_id']}#SB{b['storyboard_no']}",

@@ -1,4 +1,5 @@
 -- Every version of every file seen in JUDGMENTS_DIR (a changed file is a new version; the old
 -- content stays in the archive and is still read).
-SELECT source_file, version, sha256, size_bytes, is_current, archived_path
+SELECT source_file, version, sha256, size_bytes, is_current, archived_path,
+       archived_abspath
 FROM stg_rvp_judgment_files

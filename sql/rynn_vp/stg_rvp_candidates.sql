@@ -1,2 +1,3 @@
 -- Staging: candidates found under CANDIDATES_DIR (one row per system × case folder).
-SELECT * FROM read_parquet('{{tables}}/rvp_candidates.parquet')
+SELECT *, {{abspath(path)}} AS abspath
+FROM read_parquet('{{tables}}/rvp_candidates.parquet')

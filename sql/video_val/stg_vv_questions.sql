@@ -1,2 +1,3 @@
 -- Staging: accepted parquet rows, flattened, with the remapped video path (new columns).
-SELECT * FROM read_parquet('{{tables}}/vv_questions.parquet')
+SELECT *, {{abspath(video_path)}} AS video_abspath
+FROM read_parquet('{{tables}}/vv_questions.parquet')

@@ -1,2 +1,3 @@
 -- Staging: the val parquets read (one row per file) and the revision they came from.
-SELECT * FROM read_parquet('{{tables}}/vv_source.parquet')
+SELECT *, {{abspath(local_path)}} AS local_abspath, {{abspath(file_path)}} AS file_abspath
+FROM read_parquet('{{tables}}/vv_source.parquet')

@@ -1,2 +1,3 @@
 -- Staging: one PyAV probe per distinct remapped video.
-SELECT * FROM read_parquet('{{tables}}/vv_videos.parquet')
+SELECT *, {{abspath(video_path)}} AS video_abspath
+FROM read_parquet('{{tables}}/vv_videos.parquet')

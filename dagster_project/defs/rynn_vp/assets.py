@@ -27,12 +27,12 @@ from dagster_project.media.probe import probe_video
 from dagster_project.resources import BenchlakeSettings, write_and_describe
 from dagster_project.rynn_vp.ingest import MEDIA_FILES, list_case_dirs, read_case
 from dagster_project.rynn_vp.snapshot import acquire_snapshot
-from dagster_project.tables import Reject, rejects_table, rows_to_table, write_table
+from dagster_project.tables import Reject, path_field, rejects_table, rows_to_table, write_table
 
 GROUP = "rynn_vp"
 
 SNAPSHOT_SCHEMA = pa.schema([
-    ("source", pa.string()), ("local_path", pa.string()), ("hub_repo_id", pa.string()),
+    path_field("source"), path_field("local_path"), ("hub_repo_id", pa.string()),
     ("requested_revision", pa.string()), ("resolved_revision", pa.string()),
     ("media_mode", pa.string()),
 ])
@@ -71,7 +71,7 @@ def _case_of(rel_path: str) -> str | None:
 
 def snapshot_root(benchlake: BenchlakeSettings) -> tuple[Path, str]:
     """(local folder, media mode) of the acquired snapshot, as `rvp_snapshot` recorded it."""
-    row = pq.read_table(benchlake.table_path("rvp_snapshot")).to_pylist()[0]
+    row = benchlake.read("rvp_snapshot").to_pylist()[0]
     return Path(row["local_path"]), row["media_mode"]
 
 
@@ -91,7 +91,7 @@ def rvp_snapshot(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     snap = acquire_snapshot(s.rynn_vp_source_or_demo(), s.rynn_vp_media, s.hub_cache_dir)
     context.log.info(f"snapshot at {snap.local_path} (revision {snap.resolved_revision})")
     table = rows_to_table([dataclasses.asdict(snap)], SNAPSHOT_SCHEMA)
-    return write_and_describe(table, benchlake.table_path("rvp_snapshot"),
+    return write_and_describe(benchlake, "rvp_snapshot", table,
                               resolved_revision=snap.resolved_revision or "local folder")
 
 
@@ -138,7 +138,7 @@ def rvp_checksums(context: dg.AssetExecutionContext, benchlake: BenchlakeSetting
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     table = rows_to_table(rows, CHECKSUMS_SCHEMA)
-    return write_and_describe(table, benchlake.table_path("rvp_checksums"),
+    return write_and_describe(benchlake, "rvp_checksums", table,
                               status_counts=dg.MetadataValue.json(counts),
                               manifest_found=not any(r.source_file == "SHA256SUMS.txt"
                                                      for r in rejects),
@@ -191,7 +191,7 @@ def rvp_media(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
             rejects.extend(rej)
     _write_rejects(benchlake, "rvp_media", rejects)
     table = rows_to_table(rows, MEDIA_SCHEMA)
-    return write_and_describe(table, benchlake.table_path("rvp_media"), rejects=len(rejects))
+    return write_and_describe(benchlake, "rvp_media", table, rejects=len(rejects))
 
 
 @dg.multi_asset(
@@ -223,11 +223,11 @@ def rvp_cases_and_intervals(context: dg.AssetExecutionContext, benchlake: Benchl
     if not cases:
         context.log.warning(f"no case of {root} was accepted; see rvp_rejects")
     _write_rejects(benchlake, "rvp_cases", rejects)
-    yield write_and_describe(rows_to_table(cases, CASES_SCHEMA), benchlake.table_path("rvp_cases"),
+    yield write_and_describe(benchlake, "rvp_cases", rows_to_table(cases, CASES_SCHEMA),
                              asset_key="rvp_cases", rejects=len(rejects),
                              excluded_by_other_stages=len(bad_elsewhere - {None}))
-    yield write_and_describe(rows_to_table(intervals, INTERVALS_SCHEMA),
-                             benchlake.table_path("rvp_intervals"), asset_key="rvp_intervals")
+    yield write_and_describe(benchlake, "rvp_intervals", rows_to_table(intervals, INTERVALS_SCHEMA),
+                             asset_key="rvp_intervals")
 
 
 TABLE_KEYS = [dg.AssetKey(k) for k in

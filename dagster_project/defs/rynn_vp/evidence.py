@@ -13,7 +13,6 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from dagster_project.catalog import connect
@@ -23,36 +22,43 @@ from dagster_project.partitions import RVP_CASE_PARTITIONS, rvp_case_keys
 from dagster_project.resources import BenchlakeSettings, write_and_describe
 from dagster_project.rynn_vp.candidates import scan_candidates
 from dagster_project.rynn_vp.evidence import MAX_SOURCE_FRAMES, CaseInputs, build_case_evidence
-from dagster_project.tables import Reject, rejects_table, rows_to_table, write_table
+from dagster_project.tables import (
+    Reject,
+    path_field,
+    rejects_table,
+    rows_to_table,
+    stored_path,
+    write_table,
+)
 
 GROUP = "rynn_vp"
 
 CANDIDATES_SCHEMA = pa.schema([
     ("system", pa.string()), ("case_id", pa.string()), ("modality", pa.string()),
-    ("path", pa.string()), ("fingerprint", pa.string()), ("duration_s", pa.float64()),
+    path_field("path"), ("fingerprint", pa.string()), ("duration_s", pa.float64()),
     ("frame_count", pa.int64()), ("first_frame_s", pa.float64()),
     ("last_frame_s", pa.float64()), ("step_count", pa.int32()),
-    ("step_ids", pa.list_(pa.string())), ("step_paths", pa.list_(pa.string())),
+    ("step_ids", pa.list_(pa.string())), path_field("step_paths", many=True),
     ("width", pa.int32()), ("height", pa.int32()), ("ok", pa.bool_()), ("problem", pa.string()),
 ])
 FRAMES_SCHEMA = pa.schema([
     ("evidence_id", pa.string()), ("evaluation_id", pa.string()), ("system", pa.string()),
     ("case_id", pa.string()), ("role", pa.string()), ("ordinal", pa.int32()),
-    ("source_path", pa.string()), ("source_fingerprint", pa.string()),
+    path_field("source_path"), ("source_fingerprint", pa.string()),
     ("requested_s", pa.float64()), ("used_s", pa.float64()), ("pts", pa.int64()),
-    ("frame_index", pa.int64()), ("clamped", pa.bool_()), ("image_path", pa.string()),
+    ("frame_index", pa.int64()), ("clamped", pa.bool_()), path_field("image_path"),
     ("width", pa.int32()), ("height", pa.int32()), ("interval_ordinal", pa.int32()),
     ("label", pa.string()), ("step_id", pa.string()),
 ])
 STORYBOARDS_SCHEMA = pa.schema([
     ("evaluation_id", pa.string()), ("system", pa.string()), ("case_id", pa.string()),
-    ("storyboard_no", pa.int32()), ("image_path", pa.string()), ("panel_count", pa.int32()),
+    ("storyboard_no", pa.int32()), path_field("image_path"), ("panel_count", pa.int32()),
     ("first_panel", pa.int32()), ("last_panel", pa.int32()), ("width", pa.int32()),
     ("height", pa.int32()),
 ])
 EVALUATIONS_SCHEMA = pa.schema([
     ("evaluation_id", pa.string()), ("system", pa.string()), ("case_id", pa.string()),
-    ("modality", pa.string()), ("candidate_path", pa.string()),
+    ("modality", pa.string()), path_field("candidate_path"),
     ("candidate_fingerprint", pa.string()), ("n_source_frames", pa.int32()),
     ("clip_start_s", pa.float64()), ("clip_end_s", pa.float64()), ("n_panels", pa.int32()),
     ("truncated", pa.bool_()), ("steps_total", pa.int32()), ("steps_shown", pa.int32()),
@@ -75,8 +81,7 @@ def rvp_candidates(context: dg.AssetExecutionContext, benchlake: BenchlakeSettin
         raise dg.Failure(f"CANDIDATES_DIR {root}: no such folder")
     rows, rejects = scan_candidates(root, set(rvp_case_keys(s)))
     write_table(rejects_table(rejects), s.tables_dir / "rvp_rejects" / "rvp_candidates.parquet")
-    return write_and_describe(rows_to_table(rows, CANDIDATES_SCHEMA),
-                              benchlake.table_path("rvp_candidates"),
+    return write_and_describe(benchlake, "rvp_candidates", rows_to_table(rows, CANDIDATES_SCHEMA),
                               systems=len({r["system"] for r in rows}), rejects=len(rejects))
 
 
@@ -88,7 +93,7 @@ def _case_inputs(benchlake: BenchlakeSettings, case_ids: list[str]) -> list[Case
     sums = dict(con.execute("SELECT rel_path, actual_sha256 FROM stg_rvp_checksums").fetchall())
     media = {r[0]: r[1:] for r in con.execute(
         "SELECT case_id, first_frame_s, last_frame_s FROM rvp_media").fetchall()}
-    cand = pq.read_table(benchlake.table_path("rvp_candidates")).to_pylist()
+    cand = benchlake.read("rvp_candidates").to_pylist()
     out = []
     for case_id in case_ids:
         if case_id not in media:
@@ -116,9 +121,9 @@ def _build_and_write(inp: CaseInputs, home: str) -> dict[str, int]:
     for (table, schema), key in zip(EVIDENCE_TABLES.items(),
                                     ("frames", "storyboards", "evaluations"), strict=True):
         write_table(rows_to_table(out[key], schema),
-                    s.tables_dir / table / f"{inp.case_id}.parquet")
-    write_table(rejects_table(Reject(r["source_file"], r["reason"], r["case_id"], r["stage"])
-                              for r in out["rejects"]),
+                    s.tables_dir / table / f"{inp.case_id}.parquet", home=s.home)
+    write_table(rejects_table(Reject(stored_path(r["source_file"], s.home) or "", r["reason"],
+                                     r["case_id"], r["stage"]) for r in out["rejects"]),
                 s.tables_dir / "rvp_rejects" / "rvp_evidence" / f"{inp.case_id}.parquet")
     return {k: len(v) for k, v in out.items()}
 

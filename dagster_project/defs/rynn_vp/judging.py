@@ -31,7 +31,7 @@ from dagster_project.rynn_vp.judgments import (
     ingest,
 )
 from dagster_project.rynn_vp.packets import build_packets, load_prompts
-from dagster_project.tables import rows_to_table
+from dagster_project.tables import path_field, rows_to_table
 
 GROUP = "rynn_vp"
 
@@ -42,7 +42,7 @@ FINGERPRINTS_SCHEMA = pa.schema([
 ])
 FILES_SCHEMA = pa.schema([
     ("source_file", pa.string()), ("version", pa.int32()), ("sha256", pa.string()),
-    ("size_bytes", pa.int64()), ("archived_path", pa.string()), ("is_current", pa.bool_()),
+    ("size_bytes", pa.int64()), path_field("archived_path"), ("is_current", pa.bool_()),
 ])
 JUDGMENTS_SCHEMA = pa.schema([
     ("system", pa.string()), ("case_id", pa.string()), ("evaluation_id", pa.string()),
@@ -80,7 +80,7 @@ STAGES_SCHEMA = pa.schema([
 ])
 PACKETS_SCHEMA = pa.schema([
     ("system", pa.string()), ("case_id", pa.string()), ("evaluation_id", pa.string()),
-    ("role", pa.string()), ("packet_path", pa.string()), ("packet_fingerprint", pa.string()),
+    ("role", pa.string()), path_field("packet_path"), ("packet_fingerprint", pa.string()),
     ("n_evidence", pa.int32()), ("prompt_version", pa.string()), ("prompt_source", pa.string()),
     ("gt_fingerprint", pa.string()), ("gt_cached", pa.bool_()),
 ])
@@ -112,8 +112,8 @@ def rvp_gt_fingerprints(context: dg.AssetExecutionContext, benchlake: BenchlakeS
         rows.append({"case_id": case_id, "fingerprint": gt_fingerprint(d, prompts.version),
                      "prompt_version": prompts.version, "prompt_source": prompts.source,
                      **{f"{n.replace('.', '_')}_sha256": d[n] for n in GT_INPUT_FILES}})
-    return write_and_describe(rows_to_table(rows, FINGERPRINTS_SCHEMA),
-                              benchlake.table_path("rvp_gt_fingerprints"),
+    return write_and_describe(benchlake, "rvp_gt_fingerprints",
+                              rows_to_table(rows, FINGERPRINTS_SCHEMA),
                               prompt_version=prompts.version, prompt_source=prompts.source)
 
 
@@ -165,7 +165,7 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     if not root.is_dir():
         raise dg.Failure(f"JUDGMENTS_DIR {root}: no such folder")
     versions = archive_versions(s.archive_dir / "judgments", root,
-                                benchlake.table_path("rvp_judgment_files"))
+                                benchlake.table_path("rvp_judgment_files"), s.home)
     files = [SourceFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
              for v in versions]
     result = ingest(files, _context(benchlake))
@@ -175,7 +175,7 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
               "rvp_gt_compilations": result.gt_compilations, "rvp_stages": result.stages}
     for name, schema in JUDGMENT_TABLES.items():
         extra = {"duplicates_ignored": result.duplicates} if name == "rvp_judgments" else {}
-        yield write_and_describe(rows_to_table(tables[name], schema), benchlake.table_path(name),
+        yield write_and_describe(benchlake, name, rows_to_table(tables[name], schema),
                                  asset_key=name, **extra)
 
 
@@ -187,8 +187,7 @@ def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSet
     packet per case: JSON plus the evidence files it names, under `$BENCHLAKE_HOME/packets/`."""
     s = benchlake.settings()
     rows = build_packets(s.tables_dir, s.packets_dir, snapshot_root(benchlake)[0])
-    return write_and_describe(rows_to_table(rows, PACKETS_SCHEMA),
-                              benchlake.table_path("rvp_judge_packets"),
+    return write_and_describe(benchlake, "rvp_judge_packets", rows_to_table(rows, PACKETS_SCHEMA),
                               packets_dir=dg.MetadataValue.path(str(s.packets_dir)))
 
 

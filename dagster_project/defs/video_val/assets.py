@@ -9,13 +9,12 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dagster_project.demo import ensure_video_val_demo
 from dagster_project.frame_plan import plan_video
 from dagster_project.media.probe import probe_video
 from dagster_project.resources import BenchlakeSettings, write_and_describe
-from dagster_project.tables import rows_to_table, write_table
+from dagster_project.tables import path_field, rows_to_table, write_table
 from dagster_project.video_val.read import parse_prefix_map, read_val_parquet, remap_uri
 from dagster_project.video_val.schema import SOURCES
 from dagster_project.video_val.source import acquire_val_source
@@ -23,9 +22,9 @@ from dagster_project.video_val.source import acquire_val_source
 GROUP = "video_val"
 
 SOURCE_SCHEMA = pa.schema([
-    ("source", pa.string()), ("local_path", pa.string()), ("hub_repo_id", pa.string()),
+    path_field("source"), path_field("local_path"), ("hub_repo_id", pa.string()),
     ("requested_revision", pa.string()), ("resolved_revision", pa.string()),
-    ("file_name", pa.string()), ("data_source", pa.string()), ("file_path", pa.string()),
+    ("file_name", pa.string()), ("data_source", pa.string()), path_field("file_path"),
 ])
 OPTION = pa.struct([("letter", pa.string()), ("text", pa.string())])
 QUESTIONS_SCHEMA = pa.schema([
@@ -35,7 +34,7 @@ QUESTIONS_SCHEMA = pa.schema([
     ("ability", pa.string()), ("system_prompt", pa.string()), ("user_prompt", pa.string()),
     ("reward_type", pa.string()), ("answer", pa.string()), ("task", pa.string()),
     ("category", pa.string()), ("question_type", pa.string()), ("subject", pa.string()),
-    ("source_id", pa.string()), ("video_uri", pa.string()), ("video_path", pa.string()),
+    ("source_id", pa.string()), ("video_uri", pa.string()), path_field("video_path"),
     ("prefix_matched", pa.bool_()), ("video_exists", pa.bool_()), ("fps", pa.float64()),
     ("max_frames", pa.int64()), ("min_pixels", pa.int64()), ("max_pixels", pa.int64()),
     ("source_file", pa.string()), ("source_fingerprint", pa.string()),
@@ -46,7 +45,7 @@ VAL_REJECTS_SCHEMA = pa.schema([
     ("action", pa.string()), ("reason", pa.string()), ("raw", pa.string()),
 ])
 VIDEOS_SCHEMA = pa.schema([
-    ("video_path", pa.string()), ("n_rows", pa.int64()), ("ok", pa.bool_()),
+    path_field("video_path"), ("n_rows", pa.int64()), ("ok", pa.bool_()),
     ("error", pa.string()), ("codec", pa.string()), ("width", pa.int32()),
     ("height", pa.int32()), ("fps", pa.float64()), ("duration_s", pa.float64()),
     ("frame_count", pa.int64()), ("first_frame_s", pa.float64()),
@@ -54,7 +53,7 @@ VIDEOS_SCHEMA = pa.schema([
     ("last_frame_decodes", pa.bool_()), ("size_bytes", pa.int64()),
 ])
 FRAME_PLAN_SCHEMA = pa.schema([
-    ("video_path", pa.string()), ("fps", pa.float64()), ("max_frames", pa.int64()),
+    path_field("video_path"), ("fps", pa.float64()), ("max_frames", pa.int64()),
     ("min_pixels", pa.int64()), ("max_pixels", pa.int64()), ("patch_size", pa.int32()),
     ("total_frames", pa.int64()), ("video_fps", pa.float64()), ("height", pa.int32()),
     ("width", pa.int32()), ("nframes", pa.int64()), ("frame_indices", pa.list_(pa.int64())),
@@ -63,8 +62,6 @@ FRAME_PLAN_SCHEMA = pa.schema([
 ])
 
 
-def _read(path: Path) -> list[dict]:
-    return pq.read_table(path).to_pylist()
 
 
 def _write_val_rejects(benchlake: BenchlakeSettings, stage: str, rejects: list[dict]) -> None:
@@ -90,7 +87,7 @@ def vv_source(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
             for name, path in sorted(src.files.items())]
     for name in src.unknown_files:
         context.log.warning(f"{name}: not one of the published parquet names; ignored")
-    return write_and_describe(rows_to_table(rows, SOURCE_SCHEMA), benchlake.table_path("vv_source"),
+    return write_and_describe(benchlake, "vv_source", rows_to_table(rows, SOURCE_SCHEMA),
                               unknown_files=dg.MetadataValue.json(src.unknown_files))
 
 
@@ -103,7 +100,7 @@ def vv_questions(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     s = benchlake.settings()
     prefix_map = parse_prefix_map(s.video_val_prefix_map_or_demo())
     rows, rejects = [], []
-    for src in _read(benchlake.table_path("vv_source")):
+    for src in benchlake.read("vv_source").to_pylist():
         result = read_val_parquet(Path(src["file_path"]), src["data_source"])
         rejects.extend(result.rejects)
         for row in result.rows:
@@ -116,8 +113,7 @@ def vv_questions(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["data_source"]] = counts.get(r["data_source"], 0) + 1
-    return write_and_describe(rows_to_table(rows, QUESTIONS_SCHEMA),
-                              benchlake.table_path("vv_questions"),
+    return write_and_describe(benchlake, "vv_questions", rows_to_table(rows, QUESTIONS_SCHEMA),
                               rows_per_source=dg.MetadataValue.json(counts),
                               rejects=sum(r["action"] != "noted" for r in rejects),
                               notes=sum(r["action"] == "noted" for r in rejects))
@@ -143,12 +139,12 @@ def vv_videos(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """One PyAV probe per distinct (remapped) video, the same probe as rvp_media; a missing or
     unreadable file is a row with `ok = false` and the reason."""
     counts: dict[str, int] = {}
-    for q in _read(benchlake.table_path("vv_questions")):
+    for q in benchlake.read("vv_questions").to_pylist():
         if q["video_path"]:
             counts[q["video_path"]] = counts.get(q["video_path"], 0) + 1
     with ThreadPoolExecutor(max_workers=2) as pool:
         rows = list(pool.map(lambda p: _probe_row(p, counts[p]), sorted(counts)))
-    return write_and_describe(rows_to_table(rows, VIDEOS_SCHEMA), benchlake.table_path("vv_videos"),
+    return write_and_describe(benchlake, "vv_videos", rows_to_table(rows, VIDEOS_SCHEMA),
                               failed=sum(not r["ok"] for r in rows))
 
 
@@ -162,9 +158,9 @@ def vv_frame_plan(context: dg.AssetExecutionContext, config: FramePlanConfig,
     """Exactly what qwen-vl-utils 0.0.14 computes for each video under its row's settings:
     nframes, the frame indices, sample_fps and the resized size. Total frames and fps come from
     the probe (demux frame count, average rate); a video that cannot be planned gets a reason."""
-    videos = {v["video_path"]: v for v in _read(benchlake.table_path("vv_videos"))}
+    videos = {v["video_path"]: v for v in benchlake.read("vv_videos").to_pylist()}
     keys = sorted({(q["video_path"], q["fps"], q["max_frames"], q["min_pixels"], q["max_pixels"])
-                   for q in _read(benchlake.table_path("vv_questions")) if q["video_path"]},
+                   for q in benchlake.read("vv_questions").to_pylist() if q["video_path"]},
                   key=lambda k: tuple("" if v is None else str(v) for v in k))
     rows = []
     for path, fps, max_frames, min_pixels, max_pixels in keys:
@@ -185,8 +181,7 @@ def vv_frame_plan(context: dg.AssetExecutionContext, config: FramePlanConfig,
                        resized_width=plan.resized_width,
                        max_pixels_used=plan.max_pixels_used, error=plan.error)
         rows.append(row)
-    return write_and_describe(rows_to_table(rows, FRAME_PLAN_SCHEMA),
-                              benchlake.table_path("vv_frame_plan"),
+    return write_and_describe(benchlake, "vv_frame_plan", rows_to_table(rows, FRAME_PLAN_SCHEMA),
                               unplannable=sum(r.get("error") is not None for r in rows))
 
 

@@ -18,21 +18,22 @@ from tqdm import tqdm
 from dagster_project.catalog import connect
 from dagster_project.partitions import VV_SOURCE_PARTITIONS
 from dagster_project.resources import BenchlakeSettings
-from dagster_project.tables import atomic_write_bytes, rows_to_table, write_table
+from dagster_project.tables import atomic_write_bytes, path_field, rows_to_table, write_table
 
 VV_FRAMES_SCHEMA = pa.schema([
-    ("data_source", pa.string()), ("video_path", pa.string()), ("patch_size", pa.int32()),
+    ("data_source", pa.string()), path_field("video_path"), ("patch_size", pa.int32()),
     ("frame_no", pa.int32()), ("frame_index", pa.int64()), ("pts", pa.int64()),
     ("used_s", pa.float64()), ("width", pa.int32()), ("height", pa.int32()),
-    ("image_path", pa.string()), ("error", pa.string()),
+    path_field("image_path"), ("error", pa.string()),
 ])
 
 
-def _extract_video(job: tuple[str, str, list[int], int, int, int, str]) -> list[dict]:
+def _extract_video(job: tuple[str, str, str, list[int], int, int, int, str]) -> list[dict]:
     from dagster_project.media.extract import VideoError, encode_jpeg, extract_frames
 
-    data_source, video_path, indices, width, height, patch, out_dir = job
-    folder = Path(out_dir) / hashlib.sha1(video_path.encode()).hexdigest()[:16]
+    data_source, video_path, stored, indices, width, height, patch, out_dir = job
+    # named after the stored path, so the same inputs give the same files in any home
+    folder = Path(out_dir) / hashlib.sha1(stored.encode()).hexdigest()[:16]
     base = {"data_source": data_source, "video_path": video_path, "patch_size": patch}
     try:
         frames = extract_frames(video_path, indices=indices, size=(width, height))
@@ -57,18 +58,18 @@ def vv_frames(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     total = 0
     for source in context.partition_keys:
         plans = con.execute("""
-            SELECT DISTINCT p.video_path, p.frame_indices, p.resized_width, p.resized_height,
-                   p.patch_size
+            SELECT DISTINCT p.video_path, p.video_abspath, p.frame_indices, p.resized_width,
+                   p.resized_height, p.patch_size
             FROM vv_frame_plan p JOIN vv_questions q
               ON q.video_path = p.video_path AND q.fps IS NOT DISTINCT FROM p.fps
              AND q.max_frames IS NOT DISTINCT FROM p.max_frames
              AND q.min_pixels IS NOT DISTINCT FROM p.min_pixels
              AND q.max_pixels IS NOT DISTINCT FROM p.max_pixels
             WHERE q.data_source = ? AND p.error IS NULL
-            ORDER BY 1, 3, 4""", [source]).fetchall()
+            ORDER BY 1, 4, 5""", [source]).fetchall()
         out_dir = str(s.frames_dir / "vv" / source)
-        jobs = [(source, path, list(idx), w, h, patch, out_dir)
-                for path, idx, w, h, patch in plans]
+        jobs = [(source, path, stored, list(idx), w, h, patch, out_dir)
+                for stored, path, idx, w, h, patch in plans]
         rows: list[dict] = []
         with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool, tqdm(
                 total=len(jobs), desc=f"val frames {source}", unit="video", disable=None) as bar:
@@ -76,7 +77,7 @@ def vv_frames(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
                 rows.extend(video_rows)
                 bar.update(1)
         write_table(rows_to_table(rows, VV_FRAMES_SCHEMA),
-                    s.tables_dir / "vv_frames" / f"{source}.parquet")
+                    s.tables_dir / "vv_frames" / f"{source}.parquet", home=s.home)
         context.log.info(f"{source}: {len(rows)} frames from {len(jobs)} videos")
         total += len(rows)
     return dg.MaterializeResult(metadata={"dagster/row_count": total,

@@ -19,7 +19,7 @@ from dagster_project.resources import (
     drop_folder_sensor_result,
     write_and_describe,
 )
-from dagster_project.tables import rows_to_table
+from dagster_project.tables import path_field, rows_to_table
 from dagster_project.video_val.responses import ResponseFile, read_responses
 from dagster_project.video_val.scoring import POLICY, score_frame
 
@@ -27,7 +27,7 @@ GROUP = "video_val"
 
 FILES_SCHEMA = pa.schema([
     ("source_file", pa.string()), ("version", pa.int32()), ("sha256", pa.string()),
-    ("size_bytes", pa.int64()), ("archived_path", pa.string()), ("is_current", pa.bool_()),
+    ("size_bytes", pa.int64()), path_field("archived_path"), ("is_current", pa.bool_()),
 ])
 RESPONSES_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("step", pa.int64()), ("uid", pa.string()),
@@ -64,7 +64,7 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     if not root.is_dir():
         raise dg.Failure(f"RESPONSES_DIR {root}: no such folder")
     versions = archive_versions(s.archive_dir / "responses", root,
-                                benchlake.table_path("vv_response_files"))
+                                benchlake.table_path("vv_response_files"), s.home)
     con, _ = connect(s.tables_dir)
     known = dict(con.execute("SELECT uid, data_source FROM vv_questions").fetchall())
     result = read_responses([ResponseFile(v["source_file"], v["version"],
@@ -73,7 +73,7 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
               "vv_response_rejects": result.rejects}
     for name, schema in RESPONSE_TABLES.items():
         extra = {"duplicates_ignored": result.duplicates} if name == "vv_responses" else {}
-        yield write_and_describe(rows_to_table(tables[name], schema), benchlake.table_path(name),
+        yield write_and_describe(benchlake, name, rows_to_table(tables[name], schema),
                                  asset_key=name, **extra)
 
 
@@ -90,7 +90,7 @@ def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeS
         ORDER BY r.run_id, r.step, r.uid, r.sample_idx""").to_arrow_table())
     scored = score_frame(df).drop("response").with_columns(policy=pl.lit(POLICY))
     table = scored.select(SCORED_SCHEMA.names).to_arrow().cast(SCORED_SCHEMA)
-    return write_and_describe(table, benchlake.table_path("vv_scored_responses"), policy=POLICY)
+    return write_and_describe(benchlake, "vv_scored_responses", table, policy=POLICY)
 
 
 @dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
