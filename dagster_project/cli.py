@@ -88,12 +88,20 @@ def run_materialize(settings: Settings, select: str | None) -> None:
     from dagster_project.runner import dagster_instance, materialize
 
     started = time.perf_counter()
+    for setting, folder in settings.default_drop_folders().items():
+        err.print(f"{setting} is not set: reading the drop folder {folder} (empty until you put "
+                  "files there)", soft_wrap=True, markup=False)
     result = materialize(settings, select, instance=dagster_instance(settings),
-                         raise_on_error=False, log_level="WARNING")
+                         raise_on_error=False, log_level="CRITICAL", launched_by="benchlake cli")
     if not result.success:
-        failed = [e.step_key for e in result.all_events if e.is_step_failure]
-        raise CliError(f"materialization failed in step(s) {', '.join(failed) or '?'}; "
-                       f"see the run in `benchlake ui` (Dagster home {settings.dagster_home})")
+        failed = result.failures()
+        for f in failed:
+            where = f" (input: {f.input_file})" if f.input_file else ""
+            err.print(f"benchlake: {', '.join(f.assets)} failed: {f.message}{where}",
+                      soft_wrap=True, markup=False)
+        raise CliError(f"materialization failed in {len(failed)} step(s) "
+                       f"({', '.join(f.step for f in failed) or '?'}); the runs are in "
+                       f"`benchlake ui` (Dagster home {settings.dagster_home})")
     n = len(result.get_asset_materialization_events())
     err.print(f"materialized {n} asset(s) in {time.perf_counter() - started:.1f}s; "
               f"catalog: {settings.catalog_path}", soft_wrap=True, markup=False)
@@ -154,9 +162,12 @@ def demo() -> None:
                round(s.accuracy, 4) AS accuracy, round(s.format_rate, 4) AS format_rate,
                round(s.composite, 4) AS composite,
                CASE WHEN b.best_step = s.step THEN 'best' ELSE '' END AS best
-        FROM vv_scores s JOIN vv_best_checkpoints b USING (run_id)
-        WHERE s.data_source = 'all' ORDER BY s.run_id, s.step""")
-    _render(cols, rows, "table", title="videorl-video-val leaderboard (vv_scores, all rows)")
+        FROM vv_scores s JOIN vv_best_checkpoints b USING (policy, run_id)
+        WHERE s.data_source = 'all'
+          AND s.policy = (SELECT policy FROM vv_scoring_policies WHERE is_default)
+        ORDER BY s.run_id, s.step""")
+    _render(cols, rows, "table", title="videorl-video-val leaderboard (vv_scores, all rows, "
+                                       "default scoring policy)")
 
 
 @app.command("materialize")

@@ -41,7 +41,8 @@ RVP_REPORT_VIEWS = (
 )
 VV_REPORT_VIEWS = (
     "vv_scores", "vv_breakdowns", "vv_coverage", "vv_best_checkpoints", "vv_run_deltas",
-    "vv_scores_at_k", "vv_rejects", "vv_response_rejects",
+    "vv_scores_at_k", "vv_rejects", "vv_response_rejects", "vv_scoring_policies",
+    "vv_policy_diff_scores",
 )
 # Exported only where the warehouse defines it (it arrives with the profile-comparison work);
 # absent optional views are not listed as skipped.
@@ -71,8 +72,8 @@ CAPTIONS = {
     "rvp_dataset_stats": "Rynn-VP dataset-card statistics, one row per property",
     "rvp_judgment_rejects": "Refused judgment records and files, with the reason",
     "rvp_rejects": "Rynn-VP inputs the ingest refused, with the reason",
-    "vv_scores": "Val-suite accuracy, format rate and composite per run, step and data_source "
-                 "('all' = micro-average, 'macro' = mean of sources)",
+    "vv_scores": "Val-suite accuracy, format rate and composite per scoring policy, run, step "
+                 "and data_source ('all' = micro-average, 'macro' = mean of sources)",
     "vv_breakdowns": "Val-suite scores per task, category, question type and subject",
     "vv_coverage": "Val-suite responded vs total questions per run, step and data_source",
     "vv_best_checkpoints": "Per val run, the step with the highest 'all' accuracy (ties: earliest)",
@@ -81,6 +82,9 @@ CAPTIONS = {
     "vv_scores_at_k": "Val-suite mean@k, pass@k and majority-vote accuracy with several samples",
     "vv_rejects": "Refused or noted val-suite files and rows, with the reason",
     "vv_response_rejects": "Refused val-suite response records and files, with the reason",
+    "vv_scoring_policies": "Val-suite scoring policies: format rule and composite weights",
+    "vv_policy_diff_scores": "Val-suite scores under two scoring policies side by side, with "
+                             "the deltas and the responses that flip",
     "rvp_profile_diff": "Rynn-VP score changes between two reporting profiles per system and case",
 }
 
@@ -365,8 +369,9 @@ def chart_scene_heatmap(rows: Sequence[dict[str, Any]], title: str, path: Path) 
     _save(fig, path)
 
 
-def chart_accuracy_by_step(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    """Val accuracy against step: one panel per data_source ('all' first), one line per run."""
+def chart_accuracy_by_step(rows: Sequence[dict[str, Any]], path: Path, policy: str) -> None:
+    """Val accuracy against step under one scoring policy: one panel per data_source ('all'
+    first), one line per run."""
     sources = sorted({r["data_source"] for r in rows} - {"all", "macro"})
     panels = (["all"] if any(r["data_source"] == "all" for r in rows) else []) + sources
     runs = sorted({r["run_id"] for r in rows})
@@ -385,7 +390,7 @@ def chart_accuracy_by_step(rows: Sequence[dict[str, Any]], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy")
     axes[0].legend(fontsize=8, title="run", title_fontsize=8)
-    fig.suptitle("videorl-video-val accuracy by step", fontsize=11)
+    fig.suptitle(f"videorl-video-val accuracy by step — scoring policy {policy}", fontsize=11)
     fig.tight_layout()
     _save(fig, path)
 
@@ -414,9 +419,11 @@ def _write_charts(exports: dict[str, _ViewExport], profiles: Sequence[str],
                 written.append(path)
     scores = exports.get("vv_scores")
     if scores is not None and scores.rows:
-        path = charts_dir / "vv_accuracy_by_step.png"
-        chart_accuracy_by_step(scores.rows, path)
-        written.append(path)
+        for policy in sorted({r["policy"] for r in scores.rows}):
+            path = charts_dir / f"vv_accuracy_by_step_{_safe(policy)}.png"
+            chart_accuracy_by_step([r for r in scores.rows if r["policy"] == policy], path,
+                                   policy)
+            written.append(path)
     return [f"charts/{p.name}" for p in written]
 
 
@@ -500,7 +507,7 @@ def _manifest(con: duckdb.DuckDBPyConnection, available: set[str], tables_dir: P
     denominators: dict[str, Any] = {}
     for view, keys in (("rvp_leaderboard", ("profile", "judge_run_id", "system", "modality",
                                              "n_scored", "n_cases")),
-                       ("vv_scores", ("run_id", "step", "data_source", "n_rows",
+                       ("vv_scores", ("policy", "run_id", "step", "data_source", "n_rows",
                                       "n_responded"))):
         if view in exports:
             cols = [k for k in keys if k in exports[view].columns]
@@ -508,10 +515,8 @@ def _manifest(con: duckdb.DuckDBPyConnection, available: set[str], tables_dir: P
                                   for r in exports[view].rows]
 
     policy: Any = None
-    if "vv_scored_responses" in available:
-        policies = [r[0] for r in con.execute(
-            "SELECT DISTINCT policy FROM vv_scored_responses ORDER BY 1").fetchall()]
-        policy = policies[0] if len(policies) == 1 else (policies or None)
+    if "vv_scoring_policies" in available:
+        policy = _query(con, "SELECT * FROM vv_scoring_policies ORDER BY policy")
 
     files = {name: {"rows": rows, "bytes": (out_dir / name).stat().st_size,
                     "sha256": _sha256_file(out_dir / name)}
@@ -523,7 +528,7 @@ def _manifest(con: duckdb.DuckDBPyConnection, available: set[str], tables_dir: P
         "inputs": inputs,
         "denominators": denominators,
         "packages": _package_versions(),
-        "extraction_policy": policy,
+        "scoring_policies": policy,
         "views": {v: {"caption": e.caption, "rows": len(e.rows), "columns": e.columns,
                       "files": [e.files[f] for f in FORMATS]} for v, e in exports.items()},
         "charts": charts,
@@ -538,7 +543,7 @@ def _readme(stamp: str, profiles: Sequence[str], exports: dict[str, _ViewExport]
              f"Profiles: {', '.join(profiles) or NULL_MARK}. Every view is written as CSV, "
              "Parquet, Markdown (`.md`, for pasting into a report) and JSON (an array of row "
              "objects); `manifest.json` records inputs, denominators, package versions and the "
-             "extraction policy.", "",
+             "scoring policies.", "",
              "| view | rows | files | what |", "|---|---:|---|---|"]
     for view, e in exports.items():
         files = ", ".join(f"[{Path(e.files[f]).suffix[1:]}]({e.files[f]})" for f in FORMATS)

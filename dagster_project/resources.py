@@ -19,6 +19,7 @@ class BenchlakeSettings(dg.ConfigurableResource):
     rynn_vp_media: str = "full"
     video_val_source: str = ""
     video_val_prefix_map: str = ""
+    video_val_roots: str = ""
     candidates_dir: str = ""
     judgments_dir: str = ""
     responses_dir: str = ""
@@ -31,6 +32,7 @@ class BenchlakeSettings(dg.ConfigurableResource):
             rynn_vp_media=s.rynn_vp_media,
             video_val_source=s.video_val_source,
             video_val_prefix_map=s.video_val_prefix_map,
+            video_val_roots=s.video_val_roots,
             candidates_dir=s.candidates_dir,
             judgments_dir=s.judgments_dir,
             responses_dir=s.responses_dir,
@@ -43,6 +45,7 @@ class BenchlakeSettings(dg.ConfigurableResource):
             rynn_vp_media=self.rynn_vp_media,
             video_val_source=self.video_val_source,
             video_val_prefix_map=self.video_val_prefix_map,
+            video_val_roots=self.video_val_roots,
             candidates_dir=self.candidates_dir,
             judgments_dir=self.judgments_dir,
             responses_dir=self.responses_dir,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -69,6 +70,78 @@ class Outcome:
     def get_asset_check_evaluations(self) -> list:
         return [e for r in self.results for e in r.get_asset_check_evaluations()]
 
+    def failures(self) -> list[Failed]:
+        """What failed, per step: the assets it writes, the first line of the underlying error
+        and the input file it concerned when known (a `dg.Failure` with `input_file` metadata,
+        or an OSError's file name)."""
+        out = []
+        for result in self.results:
+            job = result.job_def
+            for event in result.all_events:
+                if not event.is_step_failure:
+                    continue
+                data = event.event_specific_data
+                error = data.error
+                while error is not None and error.cause is not None:
+                    error = error.cause  # past Dagster's wrapper, to what the asset raised
+                message = _first_line(error.message if error else "unknown error")
+                input_file = None
+                if data.user_failure_data is not None:
+                    message = _first_line(data.user_failure_data.description or message)
+                    entry = data.user_failure_data.metadata.get("input_file")
+                    input_file = str(entry.value) if entry is not None else None
+                layer = job.asset_layer
+                assets = sorted(
+                    k.to_user_string() for k in layer.get_selected_entity_keys_for_node(
+                        event.node_handle) if isinstance(k, dg.AssetKey)
+                ) if event.node_handle else []
+                out.append(Failed(event.step_key or "?", assets or [event.step_key or "?"],
+                                  message, input_file))
+        return out
+
+
+@dataclass(frozen=True)
+class Failed:
+    step: str
+    assets: list[str]
+    message: str
+    input_file: str | None
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    first = lines[0] if lines else "unknown error"
+    # "FileNotFoundError: CANDIDATES_DIR ...": keep the class name, it says what kind of problem
+    return first.removeprefix("dagster._core.definitions.events.Failure: ")
+
+
+def whole_assets(graph: dg.AssetGraph, keys: set[dg.AssetKey]) -> set[dg.AssetKey]:
+    """`keys` plus the sibling keys of every multi-asset that cannot run a subset: one asset
+    function writes all of them together, so a selection of one runs the whole function."""
+    out = set(keys)
+    for key in keys:
+        assets_def = graph.get(key).assets_def
+        if not assets_def.can_subset:
+            out |= set(assets_def.keys)
+    return out
+
+
+def resolve_selection(graph: dg.AssetGraph, select: str | None) -> set[dg.AssetKey]:
+    """The asset keys `select` (Dagster selection syntax; None: everything but the reports)
+    names, widened to whole multi-assets."""
+    # "Everything" leaves out the report exports: they are written by `benchlake export`, the
+    # rescoring job and its schedule, or an explicit selection such as `group:reports`.
+    selection = (dg.AssetSelection.all() - dg.AssetSelection.groups("reports") if not select
+                 else dg.AssetSelection.from_string(select))
+    keys = selection.resolve(graph)
+    if select and not keys:
+        known = sorted(k.to_user_string() for k in graph.get_all_asset_keys())
+        raise ValueError(f"--select {select!r} matches no asset; assets: {', '.join(known)}")
+    return whole_assets(graph, set(keys))
+
+
+MATERIALIZE_JOB = "benchlake_materialize"
+
 
 def materialize(
     settings: Settings,
@@ -78,45 +151,73 @@ def materialize(
     raise_on_error: bool = True,
     log_level: str = "INFO",
     run_config: dict | None = None,
+    launched_by: str = "python",
 ) -> Outcome:
     """Materialize `select` (Dagster selection syntax; default everything), then the catalog.
 
     Runs go in waves along the graph: one run for the unpartitioned assets whose selected
     ancestors are done, then one run per partitioned set over all its partitions (a single-run
     range; the assets parallelize inside), and again. The catalog is always included, so it is
-    rebuilt after whatever was selected.
+    rebuilt after whatever was selected. Every run is the job `benchlake_materialize`, tagged
+    with what launched it (`benchlake/launched_by`) and the selection (`benchlake/select`).
     Demo inputs are built by the acquisition assets themselves, only for the sources left at
     their defaults, so a fresh BENCHLAKE_HOME works with any selection."""
     defs = definitions()
     graph = defs.resolve_asset_graph()
-    # "Everything" leaves out the report exports: they are written by `benchlake export`, the
-    # rescoring job and its schedule, or an explicit selection such as `group:reports`.
-    selection = (dg.AssetSelection.all() - dg.AssetSelection.groups("reports") if not select
-                 else dg.AssetSelection.from_string(select))
-    keys = selection.resolve(graph)
-    if select and not keys:
-        known = sorted(k.to_user_string() for k in graph.get_all_asset_keys())
-        raise ValueError(f"--select {select!r} matches no asset; assets: {', '.join(known)}")
+    keys = resolve_selection(graph, select)
     instance = instance or dg.DagsterInstance.ephemeral()
     catalog = dg.AssetKey(CATALOG_ASSET)
     config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
     config.update(run_config or {})
+    resources = {"benchlake": BenchlakeSettings.from_settings(settings)}
+    base_tags = {"benchlake/launched_by": launched_by, "benchlake/select": select or "(all)"}
 
     def run(asset_keys: set[dg.AssetKey], tags: dict[str, str] | None = None):
-        return dg.materialize(
-            [*defs.assets, *defs.asset_checks],  # type: ignore[list-item]
-            selection=dg.AssetSelection.assets(*asset_keys),
-            resources={"benchlake": BenchlakeSettings.from_settings(settings)},
-            instance=instance,
-            raise_on_error=raise_on_error,
-            run_config=config,
-            tags=tags,
-        )
+        job = dg.define_asset_job(MATERIALIZE_JOB, selection=dg.AssetSelection.assets(*asset_keys))
+        job_defs = dg.Definitions(assets=defs.assets, asset_checks=defs.asset_checks, jobs=[job],
+                                  resources=resources)
+        return job_defs.resolve_job_def(MATERIALIZE_JOB).execute_in_process(
+            run_config=config, instance=instance, raise_on_error=raise_on_error,
+            tags={**base_tags, **(tags or {})})
 
+    results: list[dg.ExecuteInProcessResult] = []
+    for wave in plan_waves(graph, keys | {catalog}):  # the catalog is rebuilt after its inputs
+        if not all(r.success for r in results):
+            break
+        if wave.partitions is None:
+            results.append(run(wave.keys))
+            continue
+        if isinstance(wave.partitions, dg.DynamicPartitionsDefinition):
+            sync_dynamic_partitions(instance, settings)
+            partition_keys = instance.get_dynamic_partitions(wave.partitions.name)
+        else:
+            partition_keys = list(wave.partitions.get_partition_keys())
+        if partition_keys:
+            results.append(run(wave.keys, {
+                "dagster/asset_partition_range_start": partition_keys[0],
+                "dagster/asset_partition_range_end": partition_keys[-1],
+            }))
+    if not all(r.success for r in results) and not any(
+            catalog in r.dagster_run.asset_selection for r in results):
+        results.append(run({catalog}))  # a run failed before it: still expose what did land
+    return Outcome(results)
+
+
+@dataclass(frozen=True)
+class Wave:
+    """One run of `materialize`: assets with one partitions definition (or none)."""
+
+    keys: frozenset[dg.AssetKey]
+    partitions: dg.PartitionsDefinition | None
+
+
+def plan_waves(graph: dg.AssetGraph, keys: set[dg.AssetKey]) -> list[Wave]:
+    """The runs that materialize `keys` in dependency order: the unpartitioned assets whose
+    selected ancestors are done, then each partitioned set whose selected ancestors are done
+    (one run over all its partitions), and again."""
     def pdef_of(key: dg.AssetKey) -> dg.PartitionsDefinition | None:
         return graph.get(key).partitions_def
 
-    remaining = set(keys) | {catalog}  # the catalog is always rebuilt, after its inputs
     ancestors: dict[dg.AssetKey, set[dg.AssetKey]] = {}
 
     def ancestors_of(key: dg.AssetKey) -> set[dg.AssetKey]:
@@ -127,15 +228,13 @@ def materialize(
             ancestors[key] = found
         return ancestors[key]
 
-    # Waves: unpartitioned assets whose selected ancestors are all done, then each partition set
-    # whose selected ancestors are done (one run over all its partitions), and again, until done.
-    results: list[dg.ExecuteInProcessResult] = []
-    while remaining and all(r.success for r in results):
+    remaining, waves = set(keys), []
+    while remaining:
         progressed = False
         plain = {k for k in remaining if pdef_of(k) is None
                  and not (ancestors_of(k) & remaining)}
         if plain:
-            results.append(run(plain))
+            waves.append(Wave(frozenset(plain), None))
             remaining -= plain
             progressed = True
         groups: dict[str, set[dg.AssetKey]] = {}
@@ -143,27 +242,14 @@ def materialize(
             if pdef_of(k) is not None:
                 groups.setdefault(str(pdef_of(k)), set()).add(k)
         for group in groups.values():
-            if any(ancestors_of(k) & (remaining - group) for k in group) or not all(
-                    r.success for r in results):
+            if any(ancestors_of(k) & (remaining - group) for k in group):
                 continue
-            pdef = pdef_of(next(iter(group)))
-            if isinstance(pdef, dg.DynamicPartitionsDefinition):
-                sync_dynamic_partitions(instance, settings)
-                partition_keys = instance.get_dynamic_partitions(pdef.name)
-            else:
-                partition_keys = list(pdef.get_partition_keys())
-            if partition_keys:
-                results.append(run(group, {
-                    "dagster/asset_partition_range_start": partition_keys[0],
-                    "dagster/asset_partition_range_end": partition_keys[-1],
-                }))
+            waves.append(Wave(frozenset(group), pdef_of(next(iter(group)))))
             remaining -= group
             progressed = True
         if not progressed:
             raise RuntimeError(f"cannot order assets {sorted(map(str, remaining))}")
-    if catalog in remaining:  # a run failed: still expose what did land
-        results.append(run({catalog}))
-    return Outcome(results)
+    return waves
 
 
 def table_path(settings: Settings, name: str) -> Path:

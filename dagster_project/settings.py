@@ -40,6 +40,7 @@ class Settings:
     rynn_vp_media: str = "full"
     video_val_source: str = ""
     video_val_prefix_map: str = ""
+    video_val_roots: str = ""
     candidates_dir: str = ""
     judgments_dir: str = ""
     responses_dir: str = ""
@@ -51,6 +52,7 @@ class Settings:
         "rynn_vp_media": "RYNN_VP_MEDIA",
         "video_val_source": "VIDEO_VAL_SOURCE",
         "video_val_prefix_map": "VIDEO_VAL_PREFIX_MAP",
+        "video_val_roots": "VIDEO_VAL_ROOTS",
         "candidates_dir": "CANDIDATES_DIR",
         "judgments_dir": "JUDGMENTS_DIR",
         "responses_dir": "RESPONSES_DIR",
@@ -99,29 +101,65 @@ class Settings:
     def hub_cache_dir(self) -> Path:
         return self.home / "hub"
 
+    @property
+    def drop_dir(self) -> Path:
+        """Where unset drop folders live when their source is not the demo (created on use)."""
+        return self.home / "drop"
+
     def rynn_vp_source_or_demo(self) -> str:
         return self.rynn_vp_source or str(self.demo_dir / "Rynn-VP")
 
     def uses_demo_rynn_vp(self) -> bool:
         return not self.rynn_vp_source
 
-    def candidates_dir_or_demo(self) -> str:
-        return self.candidates_dir or str(self.demo_dir / "candidates")
-
+    # Demo drop folders go with the demo source only: the demo candidates and judgments name the
+    # demo's cases, the demo responses the demo's questions. With a source of your own, an unset
+    # drop folder is an empty one under $BENCHLAKE_HOME/drop/, never the demo's.
     def uses_demo_candidates(self) -> bool:
-        return not self.candidates_dir
-
-    def judgments_dir_or_demo(self) -> str:
-        return self.judgments_dir or str(self.demo_dir / "judgments")
+        return not self.candidates_dir and self.uses_demo_rynn_vp()
 
     def uses_demo_judgments(self) -> bool:
-        return not self.judgments_dir
-
-    def responses_dir_or_demo(self) -> str:
-        return self.responses_dir or str(self.demo_dir / "responses")
+        return not self.judgments_dir and self.uses_demo_rynn_vp()
 
     def uses_demo_responses(self) -> bool:
-        return not self.responses_dir
+        return not self.responses_dir and self.uses_demo_video_val()
+
+    def candidates_root(self) -> Path:
+        return self._drop_folder(self.candidates_dir, self.uses_demo_candidates(), "candidates")
+
+    def judgments_root(self) -> Path:
+        return self._drop_folder(self.judgments_dir, self.uses_demo_judgments(), "judgments")
+
+    def responses_root(self) -> Path:
+        return self._drop_folder(self.responses_dir, self.uses_demo_responses(), "responses")
+
+    def _drop_folder(self, explicit: str, demo: bool, kind: str) -> Path:
+        if explicit:
+            return Path(explicit).expanduser().resolve()
+        return (self.demo_dir if demo else self.drop_dir) / kind
+
+    def open_drop_folder(self, setting: str) -> Path:
+        """The folder behind CANDIDATES_DIR / JUDGMENTS_DIR / RESPONSES_DIR, ready to read: a
+        default one under $BENCHLAKE_HOME/drop/ is created (empty), a folder you named must
+        exist."""
+        root = {"CANDIDATES_DIR": self.candidates_root, "JUDGMENTS_DIR": self.judgments_root,
+                "RESPONSES_DIR": self.responses_root}[setting]()
+        if root in self.default_drop_folders().values():
+            root.mkdir(parents=True, exist_ok=True)
+        elif not root.is_dir():
+            raise FileNotFoundError(f"{setting} {root}: no such folder")
+        return root
+
+    def default_drop_folders(self) -> dict[str, Path]:
+        """{setting: folder} of the drop folders left unset with a source of one's own."""
+        out = {}
+        for setting, explicit, demo, kind in (
+                ("CANDIDATES_DIR", self.candidates_dir, self.uses_demo_candidates(), "candidates"),
+                ("JUDGMENTS_DIR", self.judgments_dir, self.uses_demo_judgments(), "judgments"),
+                ("RESPONSES_DIR", self.responses_dir, self.uses_demo_responses(), "responses")):
+            if not explicit and not demo:
+                out[setting] = self.drop_dir / kind
+        return out
 
     @property
     def packets_dir(self) -> Path:

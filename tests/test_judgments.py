@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dagster_project.rynn_vp.judgments import (
-    MAX_FILE_BYTES,
+    MAX_RECORD_BYTES,
     METRIC_COLUMNS,
     CandidateInfo,
     CaseInfo,
@@ -205,11 +205,22 @@ def test_repeated_key_and_nan_are_refused(drop: Drop) -> None:
     assert "NaN" in one_reject(ingest([drop.write("b.json", text)], CTX))["reason"]
 
 
-def test_file_over_size_limit(drop: Drop) -> None:
-    sf = drop.write("big.jsonl", b"\n" * (MAX_FILE_BYTES + 1))
-    row = one_reject(ingest([sf], CTX))
-    assert row["line"] is None and row["raw"] is None
-    assert str(MAX_FILE_BYTES + 1) in row["reason"] and str(MAX_FILE_BYTES) in row["reason"]
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_limits_are_per_record_not_per_file(drop: Drop, suffix: str) -> None:
+    """A campaign file far over the record limit is read whole; only the one runaway record
+    (over MAX_RECORD_BYTES) is refused, with its line, and its neighbours flow."""
+    runs = [record(judge_run_id=f"run-{n}", attempt=1) for n in range(2000)]
+    runaway = record(judge_run_id="run-huge", note="x" * (MAX_RECORD_BYTES + 10))
+    records = [*runs[:1000], runaway, *runs[1000:]]
+    text = ("".join(json.dumps(r) + "\n" for r in records) if suffix == ".jsonl"
+            else json.dumps(records, indent=1))
+    assert len(text) > 2 * MAX_RECORD_BYTES
+    result = ingest([drop.write(f"campaign{suffix}", text)], CTX)
+    row = one_reject(result)
+    assert row["line"] == 1001  # the line of a .jsonl, the index in a .json array
+    assert f"over the limit of {MAX_RECORD_BYTES} bytes per record" in row["reason"]
+    assert len(row["raw"]) == MAX_RECORD_BYTES and row["raw"].startswith("{")
+    assert len(result.judgments) == 2000
 
 
 def test_wrong_extension(drop: Drop) -> None:

@@ -133,13 +133,15 @@ def test_manifest(export_dir: Path, demo_warehouse: Settings) -> None:
                                    "n_cases FROM rvp_leaderboard")
     assert sorted(tuple(d.values()) for d in m["denominators"]["rvp_leaderboard"]) == \
         sorted(board)
-    scores = _query(demo_warehouse, "SELECT run_id, step, data_source, n_rows::BIGINT, "
+    scores = _query(demo_warehouse, "SELECT policy, run_id, step, data_source, n_rows::BIGINT, "
                                     "n_responded::BIGINT FROM vv_scores")
     assert sorted(tuple(d.values()) for d in m["denominators"]["vv_scores"]) == sorted(scores)
 
     assert set(m["packages"]) == set(PACKAGES)
     assert all(m["packages"][p] for p in ("benchlake", "duckdb", "pyarrow", "matplotlib"))
-    assert m["extraction_policy"] == "v1"
+    policies = {p["policy"]: p for p in m["scoring_policies"]}
+    assert set(policies) == {"card", "strict"} and policies["card"]["is_default"]
+    assert (policies["card"]["accuracy_weight"], policies["card"]["format_weight"]) == (0.8, 0.2)
 
 
 def test_charts_are_pngs_and_exports_are_deterministic(export_dir: Path,
@@ -148,7 +150,8 @@ def test_charts_are_pngs_and_exports_are_deterministic(export_dir: Path,
     charts = _manifest(export_dir)["charts"]
     assert {"charts/rvp_leaderboard_current_judge-run-a.png",
             "charts/rvp_scene_heatmap_current_judge-run-a.png",
-            "charts/vv_accuracy_by_step.png"} <= set(charts)
+            "charts/vv_accuracy_by_step_card.png",
+            "charts/vv_accuracy_by_step_strict.png"} <= set(charts)
     for chart in charts:
         with Image.open(export_dir / chart) as image:
             assert image.format == "PNG" and image.width > 0 and image.height > 0

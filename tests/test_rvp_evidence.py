@@ -207,7 +207,7 @@ def test_sensor_syncs_case_partitions(demo_warehouse):
 def bad_candidates(demo_inputs, tmp_path_factory):
     home = tmp_path_factory.mktemp("badcands")
     cands = home / "cands"
-    shutil.copytree(demo_inputs.candidates_dir_or_demo(), cands)
+    shutil.copytree(demo_inputs.candidates_root(), cands)
     systems = sorted(p.name for p in cands.iterdir())
     video_sys = [s for s in systems if (next((cands / s).iterdir()) / "candidate.mp4").exists()]
     img_sys = [s for s in systems if s not in video_sys][0]

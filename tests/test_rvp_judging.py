@@ -123,7 +123,7 @@ def judging_home(demo_warehouse, tmp_path):
     home = tmp_path / "home"
     shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
     drop = tmp_path / "judgments"
-    shutil.copytree(demo_warehouse.judgments_dir_or_demo(), drop)
+    shutil.copytree(demo_warehouse.judgments_root(), drop)
     for sub in ("rvp_judgment_files.parquet", "rvp_judgments.parquet"):
         (home / "tables" / sub).unlink()
     return settings_for(home, judgments_dir=str(drop)), drop
@@ -191,7 +191,8 @@ def test_changed_gt_input_invalidates_the_cache(demo_inputs, tmp_path):
     (case / "task.json").write_text(json.dumps(task))
     write_sha256sums(root)
     settings = settings_for(tmp_path / "home", rynn_vp_source=str(root),
-                            judgments_dir=demo_inputs.judgments_dir_or_demo())
+                            judgments_dir=str(demo_inputs.judgments_root()),
+                            candidates_dir=str(demo_inputs.candidates_root()))
     assert materialize(settings, "group:rynn_vp").success
     con, _ = connect(settings.tables_dir)
     row = q(con, "SELECT cached, stale_compilations FROM rvp_gt_cache WHERE case_id = ?",

@@ -31,12 +31,12 @@ def expected_scores(settings, profile=(0.50, 0.40, 0.10)):
         plan = "plan" in json.loads((case / "task.json").read_text())
         cases[case.name] = {"plan": plan, "scene": "-".join(parts[1:-4]), "source": parts[0]}
     cands = {}
-    for system in sorted(Path(settings.candidates_dir_or_demo()).iterdir()):
+    for system in sorted(settings.candidates_root().iterdir()):
         for case in system.iterdir():
             cands[(system.name, case.name)] = "video" if (case / "candidate.mp4").exists() \
                 else "images"
     records = []
-    for f in sorted(Path(settings.judgments_dir_or_demo()).glob("*.jsonl")):
+    for f in sorted(settings.judgments_root().glob("*.jsonl")):
         for line in f.read_text().splitlines():
             r = json.loads(line)
             if all(isinstance(v, (int, float)) and 0 <= v <= 100 for v in r["metrics"].values()):

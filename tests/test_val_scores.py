@@ -31,7 +31,7 @@ def rows(con, sql, params=()):
 
 
 def raw_responses(settings) -> list[dict]:
-    root = Path(settings.responses_dir_or_demo())
+    root = settings.responses_root()
     out = []
     for f in sorted(root.iterdir()):
         if f.suffix == ".jsonl":
@@ -60,7 +60,8 @@ def questions(settings) -> dict[str, dict]:
     return out
 
 
-def test_scores_recomputed_in_python(demo_warehouse):
+@pytest.mark.parametrize(("policy", "rule"), [("card", "format_card"), ("strict", "format_exact")])
+def test_scores_recomputed_in_python(demo_warehouse, policy, rule):
     qs = questions(demo_warehouse)
     per_row = defaultdict(list)
     for r in raw_responses(demo_warehouse):
@@ -68,10 +69,11 @@ def test_scores_recomputed_in_python(demo_warehouse):
         s = score_response(r["response"], q["letters"], q["gt"])
         per_row[(r["run_id"], r["step"], r["uid"])].append(s)
     con, _ = connect(demo_warehouse.tables_dir)
-    scored = rows(con, "SELECT * FROM vv_scored_responses")
+    scored = rows(con, "SELECT * FROM vv_scored_responses WHERE policy = ?", [policy])
     assert len(scored) == sum(len(v) for v in per_row.values())
     assert {r["extraction_method"] for r in scored} >= {"boxed_answer", "fallback"}
-    got = {(r["run_id"], r["step"], r["data_source"]): r for r in rows(con, "SELECT * FROM vv_scores")}
+    got = {(r["run_id"], r["step"], r["data_source"]): r
+           for r in rows(con, "SELECT * FROM vv_scores WHERE policy = ?", [policy])}
     n_rows = Counter(q["source"] for q in qs.values())
     for (run, step) in {(k[0], k[1]) for k in per_row}:
         acc_by_source = {}
@@ -88,15 +90,38 @@ def test_scores_recomputed_in_python(demo_warehouse):
                                                                     abs=1e-12)
         assert got[(run, step, "macro")]["accuracy"] == pytest.approx(
             statistics.fmean(acc_by_source.values()), abs=1e-12)
-        comp = [statistics.fmean(s.composite for s in v) for (r2, s2, _), v in per_row.items()
-                if (r2, s2) == (run, step)]
+        # composite = 0.8 accuracy + 0.2 format under the policy's format rule
+        comp = [statistics.fmean(0.8 * s.correct + 0.2 * getattr(s, rule) for s in v)
+                for (r2, s2, _), v in per_row.items() if (r2, s2) == (run, step)]
         assert got[(run, step, "all")]["composite"] == pytest.approx(statistics.fmean(comp),
                                                                      abs=1e-12)
-    best = {r["run_id"]: r for r in rows(con, "SELECT * FROM vv_best_checkpoints")}
+    best = {r["run_id"]: r for r in rows(
+        con, "SELECT * FROM vv_best_checkpoints WHERE policy = ?", [policy])}
     for run in {k[0] for k in per_row}:
         steps = sorted({k[1] for k in per_row if k[0] == run})
         accs = [got[(run, s, "all")]["accuracy"] for s in steps]
         assert best[run]["best_step"] == steps[accs.index(max(accs))]  # ties: earliest
+
+
+def test_policy_diff_lists_exactly_the_flips(demo_warehouse):
+    qs = questions(demo_warehouse)
+    flips = set()
+    for r in raw_responses(demo_warehouse):
+        s = score_response(r["response"], qs[r["uid"]]["letters"], qs[r["uid"]]["gt"])
+        if s.format_card != s.format_exact:
+            flips.add((r["run_id"], r["step"], r["uid"], r.get("sample_idx", 0) or 0))
+    con, _ = connect(demo_warehouse.tables_dir)
+    diff = rows(con, "SELECT * FROM vv_policy_diff WHERE policy = 'card' AND base_policy = "
+                     "'strict'")
+    assert flips  # the demo has responses with text around the tags
+    assert {(d["run_id"], d["step"], d["uid"], d["sample_idx"]) for d in diff} == flips
+    assert all(d["format_ok"] and not d["base_format_ok"] for d in diff)
+    scores = rows(con, "SELECT * FROM vv_policy_diff_scores WHERE policy = 'card' AND "
+                       "base_policy = 'strict' AND data_source = 'all'")
+    assert sum(r["n_flipped"] for r in scores) == len(flips)
+    assert all(r["delta_accuracy"] == 0 and r["delta_format_rate"] >= 0 for r in scores)
+    default = rows(con, "SELECT policy FROM vv_scoring_policies WHERE is_default")
+    assert default == [{"policy": "card"}]
 
 
 def test_breakdowns_and_coverage(demo_warehouse):
@@ -141,7 +166,7 @@ def responses_home(demo_warehouse, tmp_path):
     for t in ("vv_response_files", "vv_responses"):
         (home / "tables" / f"{t}.parquet").unlink()
     drop = tmp_path / "responses"
-    shutil.copytree(demo_warehouse.responses_dir_or_demo(), drop)
+    shutil.copytree(demo_warehouse.responses_root(), drop)
     return settings_for(home, responses_dir=str(drop)), drop
 
 

@@ -23,12 +23,13 @@ import pytest
 
 from dagster_project.video_val import scoring
 from dagster_project.video_val.scoring import (
+    FORMAT_RULES,
     MIN_THINK_CHARS,
-    POLICY,
     Scored,
     extract_boxed_answer,
     extract_mcq_answer,
-    format_ok,
+    format_card,
+    format_exact,
     score_frame,
     score_response,
     strip_reasoning_tags,
@@ -221,7 +222,7 @@ def _all_cases() -> list[tuple[str, str, str]]:
 
 
 def test_policy_constants():
-    assert POLICY == "v1"
+    assert set(FORMAT_RULES) == {"card", "exact"}
     assert MIN_THINK_CHARS == 100
 
 
@@ -345,40 +346,49 @@ def test_extract_boxed_answer(response: str, letters: str, expected: str | None)
 THOUGHT = "I watched the clip; the presenter points at the board twice. " * 2  # 100+ non-space
 
 
-@pytest.mark.parametrize(("response", "expected"), [
-    (f"<think>{THOUGHT}</think><answer>\\boxed{{B}}</answer>", True),
-    (f"  \n<think>\n{THOUGHT}\n</think>\n\n<answer>\\boxed{{B}}</answer>\n", True),
-    (f"<think>{THOUGHT}</think><answer>B</answer>", True),                 # unboxed: accuracy only
-    (f"<think>{THOUGHT}</think><answer></answer>", True),
-    (f"<think>{'x' * 100}</think><answer>B</answer>", True),
-    (f"<think>{'x' * 99}</think><answer>B</answer>", False),
-    (f"<think>{' x' * 99}\n\n\n</think><answer>B</answer>", False),        # whitespace not counted
-    (f"<think>{'x' * 99 + chr(0x3000) * 50}</think><answer>B</answer>", False),
-    (f"<think>{THOUGHT}</think>So:<answer>B</answer>", False),             # text between blocks
-    (f"Sure! <think>{THOUGHT}</think><answer>B</answer>", False),         # text before
-    (f"<think>{THOUGHT}</think><answer>B</answer> Hope this helps.", False),  # text after
-    (f"<think>{THOUGHT}</think>", False),
-    (f"<answer>B</answer><think>{THOUGHT}</think>", False),
-    (f"{THOUGHT}</think><answer>B</answer>", False),                       # prefilled <think>
-    (f"<think>{THOUGHT}", False),                                          # truncated
-    (f"<think>{THOUGHT}<think>x</think><answer>B</answer>", False),        # tag twice
-    (f"<think>{THOUGHT}</think><answer>B</answer><answer>B</answer>", False),
-    (f"<think>{THOUGHT}</think><answer><answer>B</answer>", False),
-    (f"<think>{THOUGHT} if x < 5 <br></think><answer>B</answer>", True),   # "<" that is no tag
-    (f"<THINK>{THOUGHT}</THINK><answer>B</answer>", False),
-    ("", False),
+@pytest.mark.parametrize(("response", "card", "exact"), [
+    (f"<think>{THOUGHT}</think><answer>\\boxed{{B}}</answer>", True, True),
+    (f"  \n<think>\n{THOUGHT}\n</think>\n\n<answer>\\boxed{{B}}</answer>\n", True, True),
+    (f"<think>{THOUGHT}</think><answer>B</answer>", True, True),         # unboxed: accuracy only
+    (f"<think>{THOUGHT}</think><answer></answer>", True, True),
+    (f"<think>{'x' * 100}</think><answer>B</answer>", True, True),
+    (f"<think>{'x' * 99}</think><answer>B</answer>", False, False),
+    (f"<think>{' x' * 99}\n\n\n</think><answer>B</answer>", False, False),  # whitespace: no count
+    (f"<think>{'x' * 99 + chr(0x3000) * 50}</think><answer>B</answer>", False, False),
+    # The card allows text around the tags; the exact layout does not.
+    (f"<think>{THOUGHT}</think>So:<answer>B</answer>", True, False),     # text between blocks
+    (f"Sure! <think>{THOUGHT}</think><answer>B</answer>", True, False),  # text before
+    (f"<think>{THOUGHT}</think><answer>B</answer> Note: B is close.", True, False),  # after
+    (f"<think>{THOUGHT}<think>x</think><answer>B</answer>", True, False),  # tag twice
+    (f"<think>{THOUGHT}</think><answer>B</answer><answer>B</answer>", True, False),
+    (f"<think>{THOUGHT}</think><answer><answer>B</answer>", True, False),
+    # Not the four tags in order, or too little thinking in the first think block.
+    (f"<think>{THOUGHT}</think>", False, False),
+    (f"<answer>B</answer><think>{THOUGHT}</think>", False, False),
+    (f"<think>{THOUGHT}</think><answer>B", False, False),                # answer never closed
+    (f"{THOUGHT}</think><answer>B</answer>", False, False),               # prefilled <think>
+    (f"<think>{THOUGHT}", False, False),                                  # truncated
+    (f"<think>x</think><think>{THOUGHT}</think><answer>B</answer>", False, False),
+    (f"<think>{THOUGHT} if x < 5 <br></think><answer>B</answer>", True, True),  # "<", no tag
+    (f"<THINK>{THOUGHT}</THINK><answer>B</answer>", False, False),
+    ("", False, False),
 ])
-def test_format_ok(response: str, expected: bool):
-    assert format_ok(response) is expected
+def test_format_rules(response: str, card: bool, exact: bool):
+    assert format_card(response) is card
+    assert format_exact(response) is exact
+    assert FORMAT_RULES["card"](response) is card and FORMAT_RULES["exact"](response) is exact
 
 
 def test_score_response():
     good = f"<think>{THOUGHT}</think>\n<answer>\\boxed{{C}}</answer>"
-    assert score_response(good, "ABCD", "C") == Scored("C", "boxed_answer", True, True, 1.0)
-    assert score_response(good, "ABCD", "B") == Scored("C", "boxed_answer", False, True, 0.2)
+    assert score_response(good, "ABCD", "C") == Scored("C", "boxed_answer", True, True, True)
+    assert score_response(good, "ABCD", "B") == Scored("C", "boxed_answer", False, True, True)
     short = "<think>C.</think><answer>The answer is C.</answer>"
-    assert score_response(short, "ABCD", "C") == Scored("C", "fallback", True, False, 0.8)
-    assert score_response("I cannot tell.", "ABCD", "C") == Scored(None, "none", False, False, 0.0)
+    assert score_response(short, "ABCD", "C") == Scored("C", "fallback", True, False, False)
+    assert score_response("I cannot tell.", "ABCD", "C") == Scored(None, "none", False, False,
+                                                                   False)
+    chatty = f"Sure. {good} Note: B is close."
+    assert score_response(chatty, "ABCD", "C") == Scored("C", "boxed_answer", True, True, False)
     # The fallback's letter must be an option: "G" is not one of ABCD.
     assert score_response("The answer is G", "ABCD", "C").extraction_method == "none"
     # Truncated: <think> is never closed, so lmms-eval keeps the thought and reads a letter in it.
@@ -396,8 +406,8 @@ def _loop_frame(cases: list[tuple[str | None, str | None, str | None]]) -> pl.Da
         "ground_truth": [g for _, _, g in cases],
         "extracted": [s.extracted for s in rows], "extraction_method": [s.extraction_method
                                                                         for s in rows],
-        "correct": [s.correct for s in rows], "format_ok": [s.format_ok for s in rows],
-        "composite": [s.composite for s in rows],
+        "correct": [s.correct for s in rows], "format_card": [s.format_card for s in rows],
+        "format_exact": [s.format_exact for s in rows],
     }, schema_overrides={"extracted": pl.String, "response": pl.String,
                          "option_letters": pl.String, "ground_truth": pl.String})
 
@@ -424,7 +434,7 @@ def test_score_frame_equals_score_response():
     diff = fast.with_row_index().join(expected.with_row_index(), on="index", suffix="_loop")
     bad = diff.filter(pl.any_horizontal(
         pl.col(c).ne_missing(pl.col(f"{c}_loop"))
-        for c in ("extracted", "extraction_method", "correct", "format_ok", "composite")))
+        for c in ("extracted", "extraction_method", "correct", "format_card", "format_exact")))
     assert bad.height == 0, bad.head(10).to_dicts()
     # Input order and extra columns are kept.
     extra = score_frame(df.with_columns(pl.int_range(pl.len()).alias("row")))

@@ -161,7 +161,8 @@ def test_unmatched_prefixes_and_missing_files_are_counted_per_source(unresolved)
     con, _ = connect(settings.tables_dir)
     listed = dict(con.execute("SELECT problem, count(*) FROM vv_unresolved_videos GROUP BY 1"
                               ).fetchall())
-    assert listed == {"no prefix of VIDEO_VAL_PREFIX_MAP matched": 18,
+    assert listed == {"no prefix of VIDEO_VAL_PREFIX_MAP matched (outside the video roots: "
+                      "never opened)": 18,
                       "video file is missing": 3}
     # The rest flows: questions, probes and plans exist for everything that resolved.
     assert con.execute("SELECT count(*) FROM vv_questions").fetchone() == (30,)

@@ -10,7 +10,7 @@ from pathlib import Path
 from dagster_project.settings import Settings
 
 # Bump when the generator's output changes: an older demo folder is then rebuilt.
-DEMO_VERSION = "2"
+DEMO_VERSION = "3"
 
 
 def _build_once(target: Path, build: Callable[[Path], Path]) -> Path:
@@ -52,7 +52,7 @@ def ensure_candidates_demo(settings: Settings) -> None:
     if settings.uses_demo_candidates():
         from dagster_project.demo.candidates import build_candidates_demo
 
-        _build_once(Path(settings.candidates_dir_or_demo()), build_candidates_demo)
+        _build_once(settings.candidates_root(), build_candidates_demo)
 
 
 def ensure_judgments_demo(settings: Settings) -> None:
@@ -63,9 +63,9 @@ def ensure_judgments_demo(settings: Settings) -> None:
 
         ensure_rynn_vp_demo(settings)
         ensure_candidates_demo(settings)
-        _build_once(Path(settings.judgments_dir_or_demo()), lambda dest: build_judgments_demo(
+        _build_once(settings.judgments_root(), lambda dest: build_judgments_demo(
             dest, Path(settings.rynn_vp_source_or_demo()),
-            Path(settings.candidates_dir_or_demo())))
+            settings.candidates_root()))
 
 
 def ensure_responses_demo(settings: Settings) -> None:
@@ -73,7 +73,7 @@ def ensure_responses_demo(settings: Settings) -> None:
     if settings.uses_demo_responses():
         from dagster_project.demo.responses import build_responses_demo
 
-        _build_once(Path(settings.responses_dir_or_demo()), build_responses_demo)
+        _build_once(settings.responses_root(), build_responses_demo)
 
 
 def ensure_demo(settings: Settings) -> None:

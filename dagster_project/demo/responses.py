@@ -2,7 +2,8 @@
 
 Two training runs × four checkpoints over every demo question, with the variety real outputs
 have: well-formatted answers, a think block too short for the format reward, missing tags, a
-lower-case letter in the box, the answer outside the box, `\\text{}` in the box, letters beyond D
+lower-case letter in the box, the answer outside the box, `\\text{}` in the box, text around the
+tags (the card's format rule allows it, the exact layout does not), letters beyond D
 (PerceptionComp / Video-Holmes), and one checkpoint with four samples per question (mean@k and
 majority vote). Run `base-rl` is written as JSONL with `uid`; run `sft-rl` as Parquet with
 `data_source` + `row_index`. Accuracy climbs with the step, so the best checkpoint is not the last
@@ -41,8 +42,9 @@ def _letters(n: int) -> str:
 
 def _response(rng: random.Random, letter: str) -> str:
     style = rng.choices(
-        ["good", "short_think", "no_tags", "lower_box", "outside_box", "text_box", "cjk"],
-        weights=[60, 10, 8, 6, 8, 5, 3])[0]
+        ["good", "short_think", "no_tags", "lower_box", "outside_box", "text_box", "cjk",
+         "chatty"],
+        weights=[60, 10, 8, 6, 8, 5, 3, 6])[0]
     think = f"<think>{_REASONING} So the answer is option {letter}.</think>\n"
     if style == "good":
         return f"{think}<answer>\\boxed{{{letter}}}</answer>"
@@ -56,6 +58,8 @@ def _response(rng: random.Random, letter: str) -> str:
         return f"{think}<answer>({letter})</answer>"
     if style == "text_box":
         return f"{think}<answer>\\boxed{{\\text{{{letter}.}}}}</answer>"
+    if style == "chatty":  # format_ok under the card's rule, not under the exact layout
+        return f"Sure. {think}<answer>\\boxed{{{letter}}}</answer> Hope this helps."
     return f"<think>视频显示了关键动作。</think><answer>答案是 {letter}</answer>"
 
 

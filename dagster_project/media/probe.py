@@ -26,6 +26,14 @@ from av.video.stream import VideoStream
 # some PyAV versions, so list both). ValueError covers odd timestamp/codec edge cases.
 _AV_ERRORS: tuple[type[BaseException], ...] = (av.error.FFmpegError, OSError, ValueError)
 
+# Codecs of still images: a file of one of these is a picture, whatever its name says (a PNG
+# renamed to gt.mp4 opens in FFmpeg as a one-frame "video" of codec png).
+STILL_IMAGE_CODECS = frozenset({
+    "png", "apng", "mjpeg", "jpegls", "jpeg2000", "jpegxl", "bmp", "gif", "tiff", "webp",
+    "ppm", "pgm", "pgmyuv", "pbm", "pam", "qoi", "exr", "dpx", "sgi", "targa", "xbm", "xpm",
+    "pcx", "sunrast", "hdr", "photocd", "pictor", "psd", "ptx", "vbn", "xwd", "txd",
+})
+
 # How many trailing keyframes to try when the last GOP does not decode at all.
 _MAX_TAIL_GOPS = 3
 
@@ -41,7 +49,7 @@ class VideoProbe:
     """Result of `probe_video`; use `dataclasses.asdict` to get a plain dict."""
 
     path: str
-    ok: bool  # opened, has a video stream, first and last frames decode, not truncated
+    ok: bool  # a moving picture (see `_not_a_video`), first and last frames decode, complete
     error: str | None  # reason naming what failed; None iff ok
     codec: str | None
     width: int | None
@@ -214,6 +222,9 @@ def _probe(path: str, size: int, logs: _LogList) -> VideoProbe:
         if not timestamps:
             errors.append("no video packets")
             return replace(base, frame_count=0, error="; ".join(errors))
+        still = _not_a_video(container.format.name, base.codec, len(timestamps), meta_duration)
+        if still is not None:
+            return replace(base, frame_count=len(timestamps), error=f"not a video: {still}")
         max_ts = max(timestamps)
         if base.fps is None and len(timestamps) > 1 and time_base is not None:
             # No rate in the metadata: derive an average from the timestamp span.
@@ -265,6 +276,22 @@ def _probe(path: str, size: int, logs: _LogList) -> VideoProbe:
         first_frame_decodes=first_ok,
         last_frame_decodes=last_ok,
     )
+
+
+def _not_a_video(format_name: str, codec: str | None, frames: int,
+                 duration: float | None) -> str | None:
+    """Why a file that opened is still no video (None: it is one): an image container or
+    codec, fewer than two frames, or no duration. Evidence needs a moving picture: two frames
+    at least (the first and the last decode, and anchors and panels can differ)."""
+    if format_name in ("image2", "image2pipe") or format_name.endswith("_pipe"):
+        return f"an image file (FFmpeg reads it with the {format_name} demuxer)"
+    if codec in STILL_IMAGE_CODECS:
+        return f"the stream is {codec} pictures, not a video codec"
+    if frames < 2:
+        return f"{frames} frame only"
+    if duration is None or duration <= 0:
+        return "no duration in the file"
+    return None
 
 
 def _decode_packets(

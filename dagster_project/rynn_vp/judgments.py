@@ -12,7 +12,8 @@ judge must send a new attempt instead of rewriting history.
 
 `line` of a row is the 1-based line of a `.jsonl` file, 1 for a `.json` file holding one object,
 the 1-based record index for a `.json` file holding an array, and None for a problem of the whole
-file (too big, wrong extension, unreadable, not parseable, no records).
+file (wrong extension, unreadable, not parseable, no records). Files of any size are streamed; a
+single record over `MAX_RECORD_BYTES` is one reject with its line.
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from dagster_project.dropfolder import read_records
 from dagster_project.settings import ASSETS_DIR
 
-MAX_FILE_BYTES = 5 * 1024 * 1024
+# A judgment is a few KB: a record over 1 MB is a runaway, refused alone (files: any size).
+MAX_RECORD_BYTES = 1024 * 1024
 GT_PREFIX = "gt_compilations/"
 JUDGMENT_SCHEMA = "judgment_record.schema.json"
 GT_SCHEMA = "gt_compilation.schema.json"
@@ -109,135 +112,20 @@ class _Record:
         return f"{self.source.source_file} v{self.source.version} line {self.line}"
 
 
-class _Ambiguous(ValueError):
-    """Valid JSON syntax that would have to be altered to be stored (repeated keys, NaN)."""
-
-
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # json.loads keeps the last of repeated keys, silently dropping the first value.
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise _Ambiguous(f"key {json.dumps(key)} appears twice in one object")
-        obj[key] = value
-    return obj
-
-
-def _no_constant(name: str) -> Any:
-    # Python accepts NaN/Infinity, standard JSON does not; a NaN score would pass 0-100 checks.
-    raise _Ambiguous(f"{name} is not a JSON value")
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
-_BOM = b"\xef\xbb\xbf"
-
-
 def _reject(sf: SourceFile, line: int | None, reason: str, raw: str | None) -> dict[str, Any]:
     return {"source_file": sf.source_file, "file_version": sf.version, "line": line,
             "reason": reason, "raw": raw}
 
 
-def _skip_ws(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\n\r":  # JSON's whitespace, no more
-        pos += 1
-    return pos
-
-
-def _array_items(text: str) -> list[tuple[str, Any]]:
-    """(exact text, value) of each element of a top-level array already known to be valid."""
-    pos = _skip_ws(text, _skip_ws(text, 0) + 1)  # past "["
-    items: list[tuple[str, Any]] = []
-    if text[pos] == "]":
-        return items
-    while True:
-        value, end = _DECODER.raw_decode(text, pos)
-        items.append((text[pos:end], value))
-        pos = _skip_ws(text, end)
-        if text[pos] == "]":
-            return items
-        pos = _skip_ws(text, pos + 1)  # past ","
-
-
-def _read_json(sf: SourceFile, data: bytes) -> Iterator[_Record | dict[str, Any]]:
-    # A BOM is an editor artefact, not part of the record.
-    data = data.removeprefix(_BOM)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        yield _reject(sf, None, f"not UTF-8: {exc}", data.decode("utf-8", "backslashreplace"))
-        return
-    try:
-        value = _DECODER.decode(text)
-    except json.JSONDecodeError as exc:
-        yield _reject(sf, None, f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                      text)
-        return
-    except _Ambiguous as exc:
-        yield _reject(sf, None, f"ambiguous JSON: {exc}", text)
-        return
-    if isinstance(value, list):
-        items = _array_items(text)
-        if not items:
-            yield _reject(sf, None, "file holds no records (an empty array)", text)
-        for index, (raw, item) in enumerate(items, start=1):
-            yield _Record(sf, index, raw, item)
-    else:
-        yield _Record(sf, 1, text, value)
-
-
-def _read_jsonl(sf: SourceFile, data: bytes) -> Iterator[_Record | dict[str, Any]]:
-    data = data.removeprefix(_BOM)
-    found = False
-    # Split on "\n" only: str.splitlines() would also split on U+2028 etc. inside JSON strings.
-    for line_no, chunk in enumerate(data.split(b"\n"), start=1):
-        chunk = chunk.removesuffix(b"\r")
-        if not chunk.strip(b" \t\r"):
-            continue
-        found = True
-        try:
-            text = chunk.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            yield _reject(sf, line_no, f"not UTF-8: {exc}",
-                          chunk.decode("utf-8", "backslashreplace"))
-            continue
-        try:
-            value = _DECODER.decode(text)
-        except json.JSONDecodeError as exc:
-            yield _reject(sf, line_no, f"not JSON: {exc.msg} at column {exc.colno}", text)
-            continue
-        except _Ambiguous as exc:
-            yield _reject(sf, line_no, f"ambiguous JSON: {exc}", text)
-            continue
-        yield _Record(sf, line_no, text, value)
-    if not found:
-        yield _reject(sf, None, "file holds no records (no non-blank line)",
-                      data.decode("utf-8", "backslashreplace"))
-
-
 def _read(sf: SourceFile) -> Iterator[_Record | dict[str, Any]]:
-    suffix = Path(sf.source_file).suffix.lower()
-    if suffix not in (".json", ".jsonl"):
-        yield _reject(sf, None, f"unsupported file type {suffix or '(no extension)'!r}: "
-                      "judgment records are *.json or *.jsonl", None)
-        return
-    try:
-        size = sf.path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            # Not read at all: a runaway file must not exhaust memory.
-            yield _reject(sf, None, f"file is {size} bytes, over the limit of "
-                          f"{MAX_FILE_BYTES} bytes: refused whole, not read", None)
-            return
-        data = sf.path.read_bytes()
-    except OSError as exc:
-        yield _reject(sf, None, f"cannot read file: {exc}", None)
-        return
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != sf.sha256.lower():
-        # The archive copy must be the bytes that were recorded, or rows would lie about them.
-        yield _reject(sf, None, f"file content sha256 {digest} differs from the recorded "
-                      f"{sf.sha256}: the stored copy changed", None)
-        return
-    yield from (_read_json if suffix == ".json" else _read_jsonl)(sf, data)
+    """The records of one file version (the drop-folder reader: streamed, strict JSON, a limit
+    per record), or reject rows for what cannot be read."""
+    for rec in read_records(sf.path, sf.source_file, accept=(".json", ".jsonl"),
+                            max_record_bytes=MAX_RECORD_BYTES, sha256=sf.sha256):
+        if rec.problem is not None:
+            yield _reject(sf, rec.line, rec.problem, rec.raw)
+        else:
+            yield _Record(sf, rec.line, rec.raw or "", rec.value)
 
 
 # --- readable reasons ----------------------------------------------------------------------

@@ -14,6 +14,7 @@ import base64
 import hashlib
 import json
 import math
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -97,6 +98,27 @@ def remap_uri(uri: str, prefix_map: list[tuple[str, str]]) -> tuple[str | None, 
             new = FILE_SCHEME + quote(new)
         return file_uri_to_path(_join_prefix(new, rest)), True
     return file_uri_to_path(uri), False
+
+
+def video_roots(prefix_map: list[tuple[str, str]], explicit: str = "") -> list[Path]:
+    """The folders val videos may be opened in: VIDEO_VAL_ROOTS (`;`-separated) when set, else
+    the NEW sides of the prefix map. A path outside every root is never stat'ed or opened (a
+    parquet row can name any file, /etc/passwd included)."""
+    items = [p.strip() for p in explicit.split(";") if p.strip()] if explicit else [
+        new for _, new in prefix_map]
+    roots = []
+    for item in items:
+        local = file_uri_to_path(item) if item.startswith(FILE_SCHEME) else item
+        if local and local.startswith("/"):
+            roots.append(Path(os.path.normpath(local)))
+    return roots
+
+
+def inside_roots(path: str, roots: list[Path]) -> bool:
+    """Whether `path`, normalized (no `..` escapes), lies inside one of `roots`. Pure string
+    logic: deciding must not touch the file."""
+    normal = Path(os.path.normpath(path))
+    return normal.is_absolute() and any(normal.is_relative_to(root) for root in roots)
 
 
 # ----------------------------------------------------------------------------- user message
@@ -339,6 +361,31 @@ def _check_row(raw: dict[str, Any], expected: str | None, source_file: str
     return out, reasons, notes
 
 
+def _kind(t: pa.DataType) -> str:
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"list<{_kind(t.value_type)}>"
+    if pa.types.is_struct(t):
+        return "struct"
+    if pa.types.is_null(t):
+        return "null"
+    return str(t)
+
+
+def _type_problems(schema: pa.Schema) -> list[str]:
+    """Each required column whose shape differs from the card's schema, named with the expected
+    and the found type. Values inside are converted per value (an integer fps loads), but a
+    column that is a string where a struct belongs cannot be read row by row meaningfully. An
+    all-null column (type null) passes: its rows say what is missing."""
+    problems = []
+    for want in VAL_SCHEMA:
+        found = schema.field(want.name).type
+        if _kind(found) not in (_kind(want.type), "null", "list<null>"):
+            problems.append(f"column {want.name} has type {found}, expected {want.type}")
+    return problems
+
+
 def read_val_parquet(path: Path, expected_data_source: str | None) -> ReadResult:
     """Read one val parquet; see the module docstring for what is accepted, noted or rejected."""
     source_file = path.name
@@ -370,6 +417,10 @@ def read_val_parquet(path: Path, expected_data_source: str | None) -> ReadResult
     if missing:
         result.rejects.append(_reject(source_file, "file_rejected",
                                       f"missing required column(s): {', '.join(missing)}"))
+        return result
+    mismatched = _type_problems(table.schema)
+    if mismatched:
+        result.rejects.append(_reject(source_file, "file_rejected", "; ".join(mismatched)))
         return result
     extra_cols = [name for name in names if name not in VAL_SCHEMA.names]
     for name in extra_cols:

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
+from dagster_project.dropfolder import read_records
 
-MAX_FILE_BYTES = 512 * 1024 * 1024
+# A long chain of thought is tens of KB: a record over 4 MB is a runaway, refused alone.
+MAX_RECORD_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -33,42 +34,6 @@ class ResponsesResult:
     rows: list[dict[str, Any]] = field(default_factory=list)
     rejects: list[dict[str, Any]] = field(default_factory=list)
     duplicates: int = 0
-
-
-def _records(f: ResponseFile) -> tuple[list[tuple[int, Any, str]], str | None]:
-    """[(line, object-or-None, raw text)] for the file, or a file-level error."""
-    size = f.path.stat().st_size
-    if size == 0:
-        return [], "empty file: no responses"
-    if size > MAX_FILE_BYTES:
-        return [], f"file is {size} bytes, over the {MAX_FILE_BYTES} byte limit"
-    suffix = Path(f.source_file).suffix
-    if suffix == ".parquet":
-        try:
-            rows = pq.ParquetFile(f.path).read().to_pylist()
-        except Exception as exc:  # noqa: BLE001 - any reader error is the file's problem
-            return [], f"not a readable Parquet file: {exc}"
-        if not rows:
-            return [], "empty file: no responses"
-        return [(i + 1, r, json.dumps(r, default=str, ensure_ascii=False))
-                for i, r in enumerate(rows)], None
-    if suffix != ".jsonl":
-        return [], f"unsupported file type {suffix or '(none)'}: expected .jsonl or .parquet"
-    try:
-        text = f.path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        return [], f"not UTF-8 text: {exc}"
-    out = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            out.append((n, json.loads(line), line))
-        except json.JSONDecodeError as exc:
-            out.append((n, exc, line))  # rejected by the caller with its line number
-    if not out:
-        return [], "empty file: no responses"
-    return out, None
 
 
 def _uid(obj: Mapping[str, Any], known: Mapping[str, str]) -> tuple[str | None, str | None]:
@@ -96,15 +61,13 @@ def read_responses(files: Sequence[ResponseFile], known_uids: Mapping[str, str]
                             "line": line, "reason": reason, "raw": raw})
 
     for f in files:
-        records, error = _records(f)
-        if error:
-            reject(f, None, error, None)
-            continue
-        for line, obj, raw in records:
-            where = f"{f.source_file} v{f.version} line {line}"
-            if isinstance(obj, json.JSONDecodeError):
-                reject(f, line, f"not JSON: {obj.msg} at column {obj.colno}", raw)
+        for rec in read_records(f.path, f.source_file, accept=(".jsonl", ".parquet"),
+                                max_record_bytes=MAX_RECORD_BYTES):
+            line, obj, raw = rec.line, rec.value, rec.raw
+            if rec.problem is not None:
+                reject(f, line, rec.problem, raw)
                 continue
+            where = f"{f.source_file} v{f.version} line {line}"
             if not isinstance(obj, dict):
                 reject(f, line, "not a JSON object", raw)
                 continue

@@ -1,9 +1,11 @@
-"""Answer extraction and rewards for the val suite — scoring policy `v1`.
+"""Answer extraction and rewards for the val suite: the rules the scoring policies choose from.
 
 The dataset card ("Reward and answer format") fixes the rule: take the letter from `\\boxed{...}`
 inside the `<answer>` block, fall back to lmms-eval's `extract_mcq_answer`, format reward for
 `<think>…</think><answer>…</answer>` with ≥ 100 non-whitespace characters of thinking, and
-composite = 0.8 × accuracy + 0.2 × format. Policy `v1` pins down what the card leaves open:
+composite = 0.8 × accuracy + 0.2 × format. A scoring *policy* is data (`vv_scoring_policies`,
+SQL): which format rule, which weights. Every response is scored once here under both format
+rules; the views expand that per policy. The extraction pins down what the card leaves open:
 
 Primary rule (`extract_boxed_answer`, method "boxed_answer")
   * The block is the text between the LAST `<answer>` and the first `</answer>` after it; no
@@ -26,13 +28,16 @@ Fallback (method "fallback")
     single-character choices, quirks included (see the functions). Its answer counts only if it is
     one of the option letters; otherwise the method is "none" and `extracted` is None.
 
-Format (`format_ok`)
-  * After stripping surrounding whitespace, the response must be exactly
-    `<think>T</think>W<answer>A</answer>`: each of the four tags exactly once, in that order,
-    W whitespace only (the system prompt asks for this EXACT format; text before `<think>`,
-    between the blocks or after `</answer>` fails), and T with ≥ `MIN_THINK_CHARS` non-whitespace
-    characters (code points; whitespace = `str.isspace`). A is not inspected: a wrong or
-    unboxed answer costs accuracy, not format.
+Format rules
+  * `card` (`format_card`, the card's sentence read literally; the default policy's): the four
+    tags are present in that order — the first `<think>`, the first `</think>` after it, the
+    first `<answer>` after that, the first `</answer>` after that — with ≥ `MIN_THINK_CHARS`
+    non-whitespace characters (code points; whitespace = `str.isspace`) in that first think
+    block. Text before, between and after the blocks is allowed.
+  * `exact` (`format_exact`, policy `strict`): after stripping surrounding whitespace, the
+    response is exactly `<think>T</think>W<answer>A</answer>`: each tag exactly once, in that
+    order, W whitespace only (the system prompt asks for this EXACT format), and T as above.
+  A is not inspected by either: a wrong or unboxed answer costs accuracy, not format.
 
 `correct` = the extracted letter equals the ground truth (exact string comparison). Option
 letters are letters or digits ("ABCD"); other option strings raise ValueError.
@@ -56,13 +61,12 @@ from typing import Literal, NamedTuple
 
 import polars as pl
 
-POLICY = "v1"
 MIN_THINK_CHARS = 100
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 BOXED = "\\boxed{"
-# Typesetting commands peeled from boxed content (policy v1).
+# Typesetting commands peeled from boxed content.
 WRAPPERS = ("\\text{", "\\textbf{", "\\mathrm{", "\\mathbf{")
 
 ExtractionMethod = Literal["boxed_answer", "fallback", "none"]
@@ -278,8 +282,8 @@ def _non_space_count_at_least(text: str, n: int) -> bool:
 TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
 
 
-def format_ok(response: str) -> bool:
-    """Exactly `<think>T</think>W<answer>A</answer>` (see the module docstring)."""
+def format_exact(response: str) -> bool:
+    """Format rule `exact`: exactly `<think>T</think>W<answer>A</answer>` (module notes)."""
     text = response.strip()
     if not (text.startswith(THINK_OPEN) and text.endswith(ANSWER_CLOSE)):
         return False
@@ -295,6 +299,24 @@ def format_ok(response: str) -> bool:
     return _non_space_count_at_least(text[len(THINK_OPEN):think_end], MIN_THINK_CHARS)
 
 
+def format_card(response: str) -> bool:
+    """Format rule `card`: the four tags in order, text around them allowed, ≥ 100
+    non-whitespace characters in the first think block (module notes)."""
+    t0 = response.find(THINK_OPEN)
+    if t0 < 0:
+        return False
+    t1 = response.find(THINK_CLOSE, t0 + len(THINK_OPEN))
+    if t1 < 0:
+        return False
+    a0 = response.find(ANSWER_OPEN, t1 + len(THINK_CLOSE))
+    if a0 < 0 or response.find(ANSWER_CLOSE, a0 + len(ANSWER_OPEN)) < 0:
+        return False
+    return _non_space_count_at_least(response[t0 + len(THINK_OPEN):t1], MIN_THINK_CHARS)
+
+
+FORMAT_RULES: dict[str, Callable[[str], bool]] = {"card": format_card, "exact": format_exact}
+
+
 # ---------------------------------------------------------------------------------- scoring
 
 
@@ -308,11 +330,12 @@ class Scored(NamedTuple):
     extracted: str | None
     extraction_method: ExtractionMethod
     correct: bool
-    format_ok: bool
-    composite: float
+    format_card: bool
+    format_exact: bool
 
 
-def _composite(correct: bool, fmt: bool) -> float:
+def composite(correct: bool, fmt: bool) -> float:
+    """The card's composite, 0.8 accuracy + 0.2 format (the weights of both policies)."""
     return ACCURACY_WEIGHT * correct + FORMAT_WEIGHT * fmt
 
 
@@ -323,7 +346,8 @@ def fallback_letter(text: str, option_letters: str) -> str | None:
 
 
 def score_response(response: str, option_letters: str, ground_truth: str | None) -> Scored:
-    """Score one response under policy v1.
+    """Score one response: the extracted letter (the same under every policy) and the format
+    flag of each format rule.
 
     `option_letters` is the question's options, e.g. "ABCD": letters or digits ("" accepts
     nothing); anything else raises ValueError, as in score_frame.
@@ -335,8 +359,7 @@ def score_response(response: str, option_letters: str, ground_truth: str | None)
         extracted = fallback_letter(response, option_letters)
         method = "none" if extracted is None else "fallback"
     correct = extracted is not None and extracted == ground_truth
-    fmt = format_ok(response)
-    return Scored(extracted, method, correct, fmt, _composite(correct, fmt))
+    return Scored(extracted, method, correct, format_card(response), format_exact(response))
 
 
 # ------------------------------------------------------------------------------ batch path
@@ -359,7 +382,7 @@ _ANY_TAG = "<think>|</think>|<answer>|</answer>"
 # Frames of ≥ 2 slices are scored by two threads (see score_frame).
 _SLICE_ROWS = 500_000
 _MAX_SLICES = 8
-_OUTPUT_COLUMNS = ("extracted", "extraction_method", "correct", "format_ok", "composite")
+_OUTPUT_COLUMNS = ("extracted", "extraction_method", "correct", "format_card", "format_exact")
 
 
 def _memo(fn: Callable[[str, str], str | None], keys: pl.Series, letters: pl.Series) -> pl.Series:
@@ -475,7 +498,7 @@ def _check_letters(letters: pl.Series) -> None:
 
 def score_frame(df: pl.DataFrame) -> pl.DataFrame:
     """`score_response` for every row of `df` (columns response, option_letters, ground_truth),
-    returned as `df` plus extracted, extraction_method, correct, format_ok, composite.
+    returned as `df` plus extracted, extraction_method, correct, format_card, format_exact.
 
     Identical to calling score_response row by row, where a null response or option_letters
     counts as "" and a null ground truth is never correct. Built for large batches (see the lane
@@ -514,14 +537,25 @@ def _score_slice(frame: pl.DataFrame) -> pl.DataFrame:
             .when(fallback.is_not_null()).then(pl.lit("fallback"))
             .otherwise(pl.lit("none"))).to_series(),
         "correct": correct,
-        "format_ok": fmt,
-        "composite": ACCURACY_WEIGHT * correct.cast(pl.Float64)
-        + FORMAT_WEIGHT * fmt.cast(pl.Float64),
+        "format_card": _format_card_column(frame["r"]),
+        "format_exact": fmt,
     })
 
 
+# Rule `card` in one scan: the leftmost <think> whose first </think> is followed by an <answer>
+# and then an </answer> (no later <think> can succeed where the first fails: its suffix is a
+# substring), then the count of non-space characters in that block.
+_CARD = r"(?s)<think>(.*?)</think>.*?<answer>.*?</answer>"
+
+
+def _format_card_column(text: pl.Series) -> pl.Series:
+    think = text.str.extract(_CARD, 1)
+    nonspace = think.str.replace_all(WS_CLASS, "").str.len_chars()
+    return (nonspace >= MIN_THINK_CHARS).fill_null(False).rename("format_card")
+
+
 def _score_columns(frame: pl.DataFrame) -> tuple[pl.Series, pl.Series, pl.Series]:
-    """(primary letter, fallback letter, format_ok) for frame (r, L), in row order."""
+    """(primary letter, fallback letter, format_exact) for frame (r, L), in row order."""
     r = pl.col("r")
     # Three scans of every row, in one parallel query. `after` is the text from the first
     # </think> on, cut at its byte offset (no capture group, which costs a scan). In a
@@ -577,7 +611,7 @@ def _score_columns(frame: pl.DataFrame) -> tuple[pl.Series, pl.Series, pl.Series
     # Crowded rows (≥ 5 "<"): format needs exactly four tags, then the Python rule decides.
     crowded = (n_lt >= 5).arg_true()
     crowded = crowded.filter(text.gather(crowded).str.count_matches(_ANY_TAG) == 4)
-    fmt = _set(fmt, crowded, pl.Series([format_ok(t) for t in text.gather(crowded)],
+    fmt = _set(fmt, crowded, pl.Series([format_exact(t) for t in text.gather(crowded)],
                                        dtype=pl.Boolean))
 
     # Fallback, for the other rows without a primary answer (nothing is accepted without

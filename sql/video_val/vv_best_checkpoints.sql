@@ -1,10 +1,10 @@
--- Per run, the checkpoint with the highest accuracy over data_source 'all' (ties go to the
--- earliest step).
-SELECT run_id, step AS best_step, accuracy, format_rate, composite, n_responded, n_rows
+-- Per scoring policy and run, the checkpoint with the highest accuracy over data_source 'all'
+-- (ties go to the earliest step).
+SELECT policy, run_id, step AS best_step, accuracy, format_rate, composite, n_responded, n_rows
 FROM (
-    SELECT *, row_number() OVER (PARTITION BY run_id ORDER BY accuracy DESC NULLS LAST, step)
-              AS rn
+    SELECT *, row_number() OVER (PARTITION BY policy, run_id
+                                 ORDER BY accuracy DESC NULLS LAST, step) AS rn
     FROM vv_scores WHERE data_source = 'all'
 )
 WHERE rn = 1
-ORDER BY run_id
+ORDER BY policy, run_id

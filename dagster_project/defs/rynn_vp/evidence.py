@@ -76,9 +76,7 @@ def rvp_candidates(context: dg.AssetExecutionContext, benchlake: BenchlakeSettin
     durations / step counts; every other file there is a reject with its reason."""
     s = benchlake.settings()
     ensure_candidates_demo(s)
-    root = Path(s.candidates_dir_or_demo())
-    if not root.is_dir():
-        raise dg.Failure(f"CANDIDATES_DIR {root}: no such folder")
+    root = s.open_drop_folder("CANDIDATES_DIR")
     rows, rejects = scan_candidates(root, set(rvp_case_keys(s)))
     write_table(rejects_table(rejects), s.tables_dir / "rvp_rejects" / "rvp_candidates.parquet")
     return write_and_describe(benchlake, "rvp_candidates", rows_to_table(rows, CANDIDATES_SCHEMA),

@@ -15,7 +15,7 @@ import pyarrow as pa
 from dagster_project.catalog import connect
 from dagster_project.defs.rynn_vp.assets import snapshot_root
 from dagster_project.demo import ensure_judgments_demo
-from dagster_project.dropfolder import archive_versions
+from dagster_project.dropfolder import archive_versions, versions_of
 from dagster_project.resources import (
     BenchlakeSettings,
     drop_folder_sensor_result,
@@ -41,7 +41,8 @@ FINGERPRINTS_SCHEMA = pa.schema([
     *[(f"{n.replace('.', '_')}_sha256", pa.string()) for n in GT_INPUT_FILES],
 ])
 FILES_SCHEMA = pa.schema([
-    ("source_file", pa.string()), ("version", pa.int32()), ("sha256", pa.string()),
+    path_field("folder"), ("source_file", pa.string()), ("version", pa.int32()),
+    ("sha256", pa.string()),
     ("size_bytes", pa.int64()), path_field("archived_path"), ("is_current", pa.bool_()),
 ])
 JUDGMENTS_SCHEMA = pa.schema([
@@ -161,13 +162,11 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     refused record with its file, line, reason and raw text."""
     s = benchlake.settings()
     ensure_judgments_demo(s)
-    root = Path(s.judgments_dir_or_demo())
-    if not root.is_dir():
-        raise dg.Failure(f"JUDGMENTS_DIR {root}: no such folder")
+    root = s.open_drop_folder("JUDGMENTS_DIR")
     versions = archive_versions(s.archive_dir / "judgments", root,
                                 benchlake.table_path("rvp_judgment_files"), s.home)
     files = [SourceFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
-             for v in versions]
+             for v in versions_of(versions, root)]
     result = ingest(files, _context(benchlake))
     tables = {"rvp_judgment_files": versions, "rvp_judgments": result.judgments,
               "rvp_hallucinations": result.hallucinations,
@@ -200,7 +199,7 @@ JUDGING_ASSETS = ["rvp_gt_fingerprints", *JUDGMENT_TABLES]
 def rvp_judgments_sensor(context: dg.SensorEvaluationContext, benchlake: BenchlakeSettings):
     """Watches JUDGMENTS_DIR. The cursor maps each path to its content hash: a new or changed
     file (a new version) launches `rvp_judgment_records`, which reads the whole folder."""
-    root = Path(benchlake.settings().judgments_dir_or_demo())
+    root = benchlake.settings().judgments_root()
     return drop_folder_sensor_result(root, context.cursor, "JUDGMENTS_DIR")
 
 

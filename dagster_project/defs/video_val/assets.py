@@ -15,7 +15,13 @@ from dagster_project.frame_plan import plan_video
 from dagster_project.media.probe import probe_video
 from dagster_project.resources import BenchlakeSettings, write_and_describe
 from dagster_project.tables import path_field, rows_to_table, write_table
-from dagster_project.video_val.read import parse_prefix_map, read_val_parquet, remap_uri
+from dagster_project.video_val.read import (
+    inside_roots,
+    parse_prefix_map,
+    read_val_parquet,
+    remap_uri,
+    video_roots,
+)
 from dagster_project.video_val.schema import SOURCES
 from dagster_project.video_val.source import acquire_val_source
 
@@ -35,7 +41,8 @@ QUESTIONS_SCHEMA = pa.schema([
     ("reward_type", pa.string()), ("answer", pa.string()), ("task", pa.string()),
     ("category", pa.string()), ("question_type", pa.string()), ("subject", pa.string()),
     ("source_id", pa.string()), ("video_uri", pa.string()), path_field("video_path"),
-    ("prefix_matched", pa.bool_()), ("video_exists", pa.bool_()), ("fps", pa.float64()),
+    ("prefix_matched", pa.bool_()), ("video_in_roots", pa.bool_()),
+    ("video_exists", pa.bool_()), ("fps", pa.float64()),
     ("max_frames", pa.int64()), ("min_pixels", pa.int64()), ("max_pixels", pa.int64()),
     ("source_file", pa.string()), ("source_fingerprint", pa.string()),
     ("extra_columns", pa.string()),
@@ -99,14 +106,20 @@ def vv_questions(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     VIDEO_VAL_PREFIX_MAP (new columns; the parquets are never modified)."""
     s = benchlake.settings()
     prefix_map = parse_prefix_map(s.video_val_prefix_map_or_demo())
+    roots = video_roots(prefix_map, s.video_val_roots)
+    if not roots:
+        context.log.warning("no video roots: set VIDEO_VAL_ROOTS or VIDEO_VAL_PREFIX_MAP; no "
+                            "val video is opened until then")
     rows, rejects = [], []
     for src in benchlake.read("vv_source").to_pylist():
         result = read_val_parquet(Path(src["file_path"]), src["data_source"])
         rejects.extend(result.rejects)
         for row in result.rows:
             path, matched = remap_uri(row["video_uri"], prefix_map)
-            row.update(video_path=path, prefix_matched=matched,
-                       video_exists=path is not None and Path(path).is_file())
+            # Only a path inside a configured root is ever looked at (stat'ed, probed).
+            in_roots = path is not None and inside_roots(path, roots)
+            row.update(video_path=path, prefix_matched=matched, video_in_roots=in_roots,
+                       video_exists=in_roots and Path(path).is_file())
             rows.append(row)
     rows.sort(key=lambda r: (r["data_source"], r["row_index"]))
     _write_val_rejects(benchlake, "vv_questions", rejects)
@@ -136,11 +149,12 @@ def _probe_row(video_path: str, n_rows: int) -> dict:
 
 @dg.asset(group_name=GROUP, kinds={"parquet"}, deps=[vv_questions])
 def vv_videos(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
-    """One PyAV probe per distinct (remapped) video, the same probe as rvp_media; a missing or
-    unreadable file is a row with `ok = false` and the reason."""
+    """One PyAV probe per distinct (remapped) video inside the video roots, the same probe as
+    rvp_media; a missing or unreadable file is a row with `ok = false` and the reason. Paths
+    outside the roots are never opened (`vv_unresolved_videos` lists them)."""
     counts: dict[str, int] = {}
     for q in benchlake.read("vv_questions").to_pylist():
-        if q["video_path"]:
+        if q["video_in_roots"]:
             counts[q["video_path"]] = counts.get(q["video_path"], 0) + 1
     with ThreadPoolExecutor(max_workers=2) as pool:
         rows = list(pool.map(lambda p: _probe_row(p, counts[p]), sorted(counts)))
@@ -160,7 +174,7 @@ def vv_frame_plan(context: dg.AssetExecutionContext, config: FramePlanConfig,
     the probe (demux frame count, average rate); a video that cannot be planned gets a reason."""
     videos = {v["video_path"]: v for v in benchlake.read("vv_videos").to_pylist()}
     keys = sorted({(q["video_path"], q["fps"], q["max_frames"], q["min_pixels"], q["max_pixels"])
-                   for q in benchlake.read("vv_questions").to_pylist() if q["video_path"]},
+                   for q in benchlake.read("vv_questions").to_pylist() if q["video_in_roots"]},
                   key=lambda k: tuple("" if v is None else str(v) for v in k))
     rows = []
     for path, fps, max_frames, min_pixels, max_pixels in keys:

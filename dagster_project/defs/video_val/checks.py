@@ -8,17 +8,18 @@ from dagster_project.resources import BenchlakeSettings
 
 @dg.asset_check(asset="vv_questions")
 def vv_videos_resolvable(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
-    """Per data_source: rows whose video prefix no VIDEO_VAL_PREFIX_MAP entry matched, and rows
-    whose (remapped) video file is missing. They do not stop the rest; `vv_unresolved_videos`
-    lists them."""
+    """Per data_source: rows whose video prefix no VIDEO_VAL_PREFIX_MAP entry matched, rows whose
+    remapped path is outside the video roots (never opened), and rows whose file is missing.
+    They do not stop the rest; `vv_unresolved_videos` lists them."""
     df = pl.read_parquet(benchlake.table_path("vv_questions"))
     per_source = (
         df.group_by("data_source")
         .agg(rows=pl.len(), unmatched_prefix=(~pl.col("prefix_matched")).sum(),
-             missing_file=(~pl.col("video_exists")).sum())
+             outside_roots=(~pl.col("video_in_roots")).sum(),
+             missing_file=(pl.col("video_in_roots") & ~pl.col("video_exists")).sum())
         .sort("data_source")
     )
-    bad = per_source.filter((pl.col("unmatched_prefix") > 0) | (pl.col("missing_file") > 0))
+    bad = per_source.filter((pl.col("outside_roots") > 0) | (pl.col("missing_file") > 0))
     return dg.AssetCheckResult(
         passed=bad.height == 0,
         severity=dg.AssetCheckSeverity.WARN,
