@@ -6,6 +6,7 @@ import errno
 import functools
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -81,7 +82,13 @@ def _render(columns: list[str], rows: list[tuple], fmt: str, title: str | None =
             table.add_column(c, overflow="fold")
         for row in rows:
             table.add_row(*("" if v is None else str(_cell(v)) for v in row))
-        out.print(table)
+        if out.is_terminal:
+            out.print(table)
+        else:  # a log or a pipe: Rich would wrap at 80 columns; use the content's width
+            if title:
+                table.title = None
+                sys.stdout.write(title + "\n")
+            Console(width=100_000).print(table)
 
 
 def run_materialize(settings: Settings, select: str | None) -> None:
@@ -124,7 +131,43 @@ def query(settings: Settings, sql: str) -> tuple[list[str], list[tuple]]:
                         "materialized)")
         raise CliError(message) from None
     columns = [d[0] for d in cur.description] if cur.description else []
-    return columns, cur.fetchall()
+    rows = cur.fetchall()
+    for table, detail in incomplete_tables(con, sql).items():
+        err.print(f"benchlake: warning: {table} is incomplete: {detail}; see benchlake_status",
+                  markup=False, soft_wrap=True)
+    return columns, rows
+
+
+_TABLE_IN_VIEW = re.compile(r"/tables/(\w+)[/.]")
+
+
+def incomplete_tables(con: Any, sql: str) -> dict[str, str]:
+    """{table: what is missing} for the tables `sql` reads (through any views) whose last
+    started run did not finish writing them (`benchlake_status`)."""
+    try:
+        status = con.execute("""
+            SELECT table_name, count(*) FILTER (WHERE status <> 'complete'), count(*),
+                   arg_max(last_started_run_id, last_started_at) FILTER (WHERE status <> 'complete')
+            FROM benchlake_status GROUP BY table_name
+            HAVING count(*) FILTER (WHERE status <> 'complete') > 0""").fetchall()
+    except Exception:  # noqa: BLE001 - no markers yet: nothing to warn about
+        return {}
+    if not status:
+        return {}
+    views = dict(con.execute("SELECT view_name, sql FROM duckdb_views() "
+                             "WHERE NOT internal").fetchall())
+    seen, todo, tables = set(), [sql], set()
+    while todo:  # the views the text names, their views, ... and the tables under them
+        text = todo.pop()
+        tables |= set(_TABLE_IN_VIEW.findall(text))
+        for name in set(re.findall(r"\w+", text)) & views.keys() - seen:
+            seen.add(name)
+            todo.append(views[name])
+    return {table: (f"{bad} of {total} partition(s) not written by run {run} (failed, killed "
+                    "or still running)" if total > 1 else
+                    f"run {run} started writing it and did not finish (failed, killed or still "
+                    "running): the data served is from an earlier run, if any")
+            for table, bad, total, run in status if table in tables}
 
 
 class Format(StrEnum):

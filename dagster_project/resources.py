@@ -7,6 +7,7 @@ import dagster as dg
 import pyarrow as pa
 
 from dagster_project.settings import Settings
+from dagster_project.status import mark_written
 from dagster_project.tables import markdown_preview, read_table, write_table
 
 
@@ -67,6 +68,7 @@ def write_and_describe(
     preview."""
     path = benchlake.table_path(name)
     write_table(table, path, home=benchlake.settings().home)
+    record_written(benchlake, name, None, table.num_rows)
     metadata: dict[str, object] = {
         "dagster/row_count": table.num_rows,
         "path": dg.MetadataValue.path(str(path)),
@@ -74,6 +76,17 @@ def write_and_describe(
     }
     metadata.update(extra)
     return dg.MaterializeResult(asset_key=asset_key, metadata=metadata)
+
+
+def record_written(benchlake: "BenchlakeSettings", name: str, partition: str | None,
+                   rows: int, run_id: str | None = None) -> None:
+    """Mark `name` (its `partition`) as written whole by the current run (`status.py`)."""
+    if run_id is None:
+        try:
+            run_id = dg.AssetExecutionContext.get().run.run_id
+        except dg.DagsterInvariantViolationError:  # called outside a run (a test, a notebook)
+            return
+    mark_written(benchlake.settings().tables_dir, name, partition, run_id, rows)
 
 
 def drop_folder_sensor_result(

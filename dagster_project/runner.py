@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import dagster as dg
 from dagster_project.partitions import sync_dynamic_partitions
 from dagster_project.resources import BenchlakeSettings
 from dagster_project.settings import Settings
+from dagster_project.status import mark_started
 
 CATALOG_ASSET = "benchlake_catalog"
 
@@ -141,6 +143,8 @@ def resolve_selection(graph: dg.AssetGraph, select: str | None) -> set[dg.AssetK
 
 
 MATERIALIZE_JOB = "benchlake_materialize"
+# Groups whose assets write no table of their own (the catalog, the exports).
+UNTRACKED_GROUPS = ("catalog", "reports")
 
 
 def materialize(
@@ -172,13 +176,20 @@ def materialize(
     resources = {"benchlake": BenchlakeSettings.from_settings(settings)}
     base_tags = {"benchlake/launched_by": launched_by, "benchlake/select": select or "(all)"}
 
-    def run(asset_keys: set[dg.AssetKey], tags: dict[str, str] | None = None):
+    def run(asset_keys: set[dg.AssetKey], tags: dict[str, str] | None = None,
+            partitions: list[str] | None = None):
         job = dg.define_asset_job(MATERIALIZE_JOB, selection=dg.AssetSelection.assets(*asset_keys))
         job_defs = dg.Definitions(assets=defs.assets, asset_checks=defs.asset_checks, jobs=[job],
                                   resources=resources)
+        run_id = str(uuid.uuid4())  # what Dagster would pick; known before the run starts
+        # Announce what this run will write, so a run that dies half-way shows (status.py).
+        for key in asset_keys:
+            if graph.get(key).group_name not in UNTRACKED_GROUPS:
+                mark_started(settings.tables_dir, key.to_user_string(), partitions or [None],
+                             run_id)
         return job_defs.resolve_job_def(MATERIALIZE_JOB).execute_in_process(
             run_config=config, instance=instance, raise_on_error=raise_on_error,
-            tags={**base_tags, **(tags or {})})
+            tags={**base_tags, **(tags or {})}, run_id=run_id)
 
     results: list[dg.ExecuteInProcessResult] = []
     for wave in plan_waves(graph, keys | {catalog}):  # the catalog is rebuilt after its inputs
@@ -196,7 +207,7 @@ def materialize(
             results.append(run(wave.keys, {
                 "dagster/asset_partition_range_start": partition_keys[0],
                 "dagster/asset_partition_range_end": partition_keys[-1],
-            }))
+            }, partition_keys))
     if not all(r.success for r in results) and not any(
             catalog in r.dagster_run.asset_selection for r in results):
         results.append(run({catalog}))  # a run failed before it: still expose what did land

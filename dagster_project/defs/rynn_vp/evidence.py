@@ -22,6 +22,7 @@ from dagster_project.partitions import RVP_CASE_PARTITIONS, rvp_case_keys
 from dagster_project.resources import BenchlakeSettings, write_and_describe
 from dagster_project.rynn_vp.candidates import scan_candidates
 from dagster_project.rynn_vp.evidence import MAX_SOURCE_FRAMES, CaseInputs, build_case_evidence
+from dagster_project.status import mark_written
 from dagster_project.tables import (
     Reject,
     path_field,
@@ -110,7 +111,7 @@ def _case_inputs(benchlake: BenchlakeSettings, case_ids: list[str]) -> list[Case
     return out
 
 
-def _build_and_write(inp: CaseInputs, home: str) -> dict[str, int]:
+def _build_and_write(inp: CaseInputs, home: str, run_id: str) -> dict[str, int]:
     """One case, in a worker process: extract, then write its three tables and rejects."""
     from dagster_project.settings import Settings
 
@@ -120,6 +121,7 @@ def _build_and_write(inp: CaseInputs, home: str) -> dict[str, int]:
                                     ("frames", "storyboards", "evaluations"), strict=True):
         write_table(rows_to_table(out[key], schema),
                     s.tables_dir / table / f"{inp.case_id}.parquet", home=s.home)
+        mark_written(s.tables_dir, table, inp.case_id, run_id, len(out[key]))
     write_table(rejects_table(Reject(stored_path(r["source_file"], s.home) or "", r["reason"],
                                      r["case_id"], r["stage"]) for r in out["rejects"]),
                 s.tables_dir / "rvp_rejects" / "rvp_evidence" / f"{inp.case_id}.parquet")
@@ -150,7 +152,8 @@ def rvp_evidence(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     workers = min(2, os.cpu_count() or 1, max(1, len(inputs)))
     with ProcessPoolExecutor(max_workers=workers) as pool, tqdm(
             total=len(inputs), desc="evidence frames", unit="case", disable=None) as bar:
-        for counts in pool.map(_build_and_write, inputs, [str(s.home)] * len(inputs)):
+        for counts in pool.map(_build_and_write, inputs, [str(s.home)] * len(inputs),
+                               [context.run.run_id] * len(inputs)):
             for k, v in counts.items():
                 totals[k] = totals.get(k, 0) + v
             bar.update(1)

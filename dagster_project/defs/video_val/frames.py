@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from dagster_project.catalog import connect
 from dagster_project.partitions import VV_SOURCE_PARTITIONS
-from dagster_project.resources import BenchlakeSettings
+from dagster_project.resources import BenchlakeSettings, record_written
 from dagster_project.tables import atomic_write_bytes, path_field, rows_to_table, write_table
 
 VV_FRAMES_SCHEMA = pa.schema([
@@ -78,6 +78,7 @@ def vv_frames(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
                 bar.update(1)
         write_table(rows_to_table(rows, VV_FRAMES_SCHEMA),
                     s.tables_dir / "vv_frames" / f"{source}.parquet", home=s.home)
+        record_written(benchlake, "vv_frames", source, len(rows), context.run.run_id)
         context.log.info(f"{source}: {len(rows)} frames from {len(jobs)} videos")
         total += len(rows)
     return dg.MaterializeResult(metadata={"dagster/row_count": total,
