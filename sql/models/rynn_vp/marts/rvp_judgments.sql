@@ -1,0 +1,11 @@
+-- Accepted judgment records, one row per attempt. `is_final` marks the attempt that counts per
+-- (system, case, judge run): a manager review wins, else the highest attempt; the others stay
+-- for audit. Metric columns are null when the record does not carry that metric; they are taken
+-- by name pattern (macro rvp_metric_columns), so a new metric column appears without an edit.
+SELECT system, case_id, evaluation_id, judge_run_id, attempt, attempt_kind, is_final,
+       source_file, file_version, line,
+       -- every metric column (pi_1 ... pi_6, vr_1 ... vr_8, vq, vq_d1 ... vq_d7 today), in order
+       {{ rvp_metric_columns() }},
+       n_hallucinations, evidence, has_explicit_plan, input_modality, judge_model,
+       judge_reasoning, prompt_version, candidate_scope, context_sharing, record_sha256
+FROM {{ ref('stg_rvp_judgments') }}

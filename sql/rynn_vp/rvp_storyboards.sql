@@ -1,6 +1,0 @@
--- Five 2x3 storyboards per video candidate (fewer when the candidate is truncated).
-SELECT b.evaluation_id, b.system, b.case_id, b.storyboard_no, b.image_path, b.image_abspath,
-       b.panel_count,
-       b.first_panel, b.last_panel, b.width, b.height
-FROM stg_rvp_storyboards AS b
-JOIN stg_rvp_cases USING (case_id)

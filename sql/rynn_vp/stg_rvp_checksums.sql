@@ -1,3 +1,0 @@
--- Staging: one row per file of the snapshot with its SHA256SUMS verdict.
-SELECT rel_path, case_id, size_bytes, expected_sha256, actual_sha256, status
-FROM read_parquet('{{tables}}/rvp_checksums.parquet')

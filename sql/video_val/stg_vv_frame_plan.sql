@@ -1,3 +1,0 @@
--- Staging: the qwen-vl-utils 0.0.14 frame plan per (video, settings).
-SELECT *, {{abspath(video_path)}} AS video_abspath
-FROM read_parquet('{{tables}}/vv_frame_plan.parquet')

@@ -1,3 +1,0 @@
--- Staging: accepted parquet rows, flattened, with the remapped video path (new columns).
-SELECT *, {{abspath(video_path)}} AS video_abspath
-FROM read_parquet('{{tables}}/vv_questions.parquet')

@@ -1,3 +1,0 @@
--- Staging: the val parquets read (one row per file) and the revision they came from.
-SELECT *, {{abspath(local_path)}} AS local_abspath, {{abspath(file_path)}} AS file_abspath
-FROM read_parquet('{{tables}}/vv_source.parquet')

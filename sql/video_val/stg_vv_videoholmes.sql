@@ -1,3 +1,0 @@
--- Staging, Video-Holmes only: it populates source_id; six options (A-F).
-SELECT uid, row_index, question, option_letters, ground_truth, source_id, video_uri, video_path
-FROM stg_vv_questions WHERE data_source = 'video_holmes_test'
