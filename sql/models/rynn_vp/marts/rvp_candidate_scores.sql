@@ -9,25 +9,9 @@ systems AS (
     FROM {{ ref('stg_rvp_candidates') }} GROUP BY system
 ),
 scored AS (
-    -- Each axis is the sum of value x weight over the metrics the profile weights on that axis
-    -- (metrics and weights are rows: int_rvp_judgment_metrics, int_rvp_weight_vectors); only the
-    -- axes are named here, never a metric. A weighted metric missing from the record makes its
-    -- axis NULL, as value x weight would: it enters the sum as NaN (scores are validated numbers
-    -- in 0-100, never NaN), which survives any summation order and is turned back into NULL. An
-    -- axis without a weighted metric is 0. Weight-0 rows are left out of the join: diagnostics
-    -- never count, and a missing one never nulls an axis.
-    SELECT w.profile, m.judge_run_id, m.system, m.case_id,
-           nullif(coalesce(sum(coalesce(m.value, 'NaN'::DOUBLE) * w.weight)
-                           FILTER (WHERE w.axis = 'PI'), 0), 'NaN'::DOUBLE) AS pi,
-           nullif(coalesce(sum(coalesce(m.value, 'NaN'::DOUBLE) * w.weight)
-                           FILTER (WHERE w.axis = 'VR'), 0), 'NaN'::DOUBLE) AS vr,
-           nullif(coalesce(sum(coalesce(m.value, 'NaN'::DOUBLE) * w.weight)
-                           FILTER (WHERE w.axis = 'VQ'), 0), 'NaN'::DOUBLE) AS vq
-    FROM {{ ref('int_rvp_judgment_metrics') }} AS m
-    JOIN {{ ref('int_rvp_weight_vectors') }} AS w
-      ON w.has_explicit_plan = m.has_explicit_plan AND w.metric_column = m.metric_column
-     AND w.weight <> 0
-    GROUP BY w.profile, m.judge_run_id, m.system, m.case_id
+    -- PI, VR, VQ of each final judgment under each profile (metrics x weights, as data)
+    SELECT profile, judge_run_id, system, case_id, pi, vr, vq
+    FROM {{ ref('int_rvp_axis_scores') }}
 ),
 grid AS (
     -- every judge run seen × every system with candidates × every accepted case
