@@ -12,6 +12,6 @@ SELECT
     rows,
     started_run_id AS last_started_run_id,
     CAST(started_at AS TIMESTAMPTZ) AS last_started_at
-FROM read_json('{{tables}}/_status/*/*.json', format = 'unstructured', columns = {
+FROM read_json('{{tables}}/../status/*/*.json', format = 'unstructured', columns = {
     table_name: 'VARCHAR', "partition": 'VARCHAR', started_run_id: 'VARCHAR',
     started_at: 'VARCHAR', written_run_id: 'VARCHAR', written_at: 'VARCHAR', rows: 'BIGINT'})
