@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +93,9 @@ class Outcome:
                     message = _first_line(data.user_failure_data.description or message)
                     entry = data.user_failure_data.metadata.get("input_file")
                     input_file = str(entry.value) if entry is not None else None
+                if input_file is None:  # an OSError and its kind name the file: "...: /path"
+                    named = _NAMED_PATH.search(message)
+                    input_file = named.group(1) if named else None
                 layer = job.asset_layer
                 assets = sorted(
                     k.to_user_string() for k in layer.get_selected_entity_keys_for_node(
@@ -108,6 +112,9 @@ class Failed:
     assets: list[str]
     message: str
     input_file: str | None
+
+
+_NAMED_PATH = re.compile(r"(?:^|[\s'\"(])(/[^\s'\":]+)")
 
 
 def _first_line(text: str) -> str:

@@ -114,12 +114,13 @@ class Settings:
 
     # Demo drop folders go with the demo source only: the demo candidates and judgments name the
     # demo's cases, the demo responses the demo's questions. With a source of your own, an unset
-    # drop folder is an empty one under $BENCHLAKE_HOME/drop/, never the demo's.
+    # drop folder is an empty one under $BENCHLAKE_HOME/drop/, never the demo's. The demo
+    # judgments judge the demo candidates, so candidates of your own leave them out too.
     def uses_demo_candidates(self) -> bool:
         return not self.candidates_dir and self.uses_demo_rynn_vp()
 
     def uses_demo_judgments(self) -> bool:
-        return not self.judgments_dir and self.uses_demo_rynn_vp()
+        return not self.judgments_dir and self.uses_demo_candidates()
 
     def uses_demo_responses(self) -> bool:
         return not self.responses_dir and self.uses_demo_video_val()

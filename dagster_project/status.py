@@ -2,7 +2,7 @@
 
 A materialization can die anywhere (a failed step, Ctrl-C, `kill -9`); the Parquet already written
 stays, so the views would serve a partial table with nothing saying so. Two small markers per
-(table, partition) under `tables/_status/<table>/<partition>.json` make that visible:
+(table, partition) under `$BENCHLAKE_HOME/status/<table>/<partition>.json` make that visible:
 
 * `started_run_id`: written by `benchlake materialize` before a run starts, for every table and
   partition the run is about to write;
@@ -15,8 +15,8 @@ so their partitions show as complete once written; a write always supersedes an 
 The `benchlake_status` view reads the markers; `benchlake sql` warns when a query reads an
 incomplete table.
 
-The markers are JSON, not Parquet: they hold run ids and times, so the Parquet tables stay
-byte-identical across runs.
+The markers are JSON beside `tables/`, not Parquet in it: they hold run ids and times, and the
+tables must stay byte-identical across runs.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from pathlib import Path
 
 from dagster_project.tables import atomic_write_bytes
 
-STATUS_DIR = "_status"
+STATUS_DIR = "status"  # beside tables/, not in it: the tables stay byte-identical across runs
 WHOLE_TABLE = "_all"  # the partition name of an unpartitioned table
 
 
 def _marker(tables_dir: Path, table: str, partition: str | None) -> Path:
     name = (partition or WHOLE_TABLE).replace("/", "%2F")
-    return tables_dir / STATUS_DIR / table / f"{name}.json"
+    return tables_dir.parent / STATUS_DIR / table / f"{name}.json"
 
 
 def _update(tables_dir: Path, table: str, partition: str | None, **fields: object) -> None:

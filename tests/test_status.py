@@ -23,7 +23,7 @@ from tests.test_cli import BENCHLAKE, run
 
 def _markers(home: Path, table: str) -> list[dict]:
     out = []
-    for f in (home / "tables" / STATUS_DIR / table).glob("*.json"):
+    for f in (home / STATUS_DIR / table).glob("*.json"):
         with contextlib.suppress(OSError, ValueError):  # being renamed into place right now
             out.append(json.loads(f.read_text()))
     return out

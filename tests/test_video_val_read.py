@@ -15,10 +15,12 @@ import pytest
 from dagster_project.video_val.read import (
     ParsedQuestion,
     ReadResult,
+    inside_roots,
     parse_prefix_map,
     parse_user_message,
     read_val_parquet,
     remap_uri,
+    video_roots,
 )
 from dagster_project.video_val.schema import (
     EXTRA_INFO_FIELDS,
@@ -196,6 +198,31 @@ def test_missing_column_rejects_the_file_and_other_files_still_read(tmp_path: Pa
 
     other = _good_file(tmp_path, name="videomme-copy.parquet")
     assert len(read_val_parquet(other, MME).rows) == 3
+
+
+def test_column_of_another_type_rejects_the_file_naming_it(tmp_path: Path) -> None:
+    """A struct column written as a string cannot be read row by row: one file reject naming
+    the column, the expected and the found type (not a "missing" reason on every row)."""
+    def retyped(schema: pa.Schema, name: str, kind: pa.DataType) -> pa.Schema:
+        return schema.set(schema.get_field_index(name), pa.field(name, kind))
+
+    schema = retyped(VAL_SCHEMA, "reward_model", pa.string())
+    rows = [_row(i, reward_model=json.dumps({"ground_truth": "C", "style": "rule"}))
+            for i in range(3)]
+    result = read_val_parquet(_write(tmp_path / MME_FILE, rows, schema), MME)
+    assert result.rows == [] and result.n_rows == 3
+    [reject] = result.rejects
+    assert (reject["action"], reject["source_file"], reject["row_index"]) == (
+        "file_rejected", MME_FILE, None)
+    assert reject["reason"] == ("column reward_model has type string, expected "
+                                "struct<ground_truth: string, style: string>")
+
+    schema = retyped(retyped(VAL_SCHEMA, "videos", pa.string()), "data_source", pa.int64())
+    rows = [_row(i, videos="file:///x.mp4", data_source=7) for i in range(2)]
+    [reject] = read_val_parquet(_write(tmp_path / MME_FILE, rows, schema), MME).rejects
+    assert reject["reason"].split("; ") == [  # in the card's column order
+        f"column videos has type string, expected {VAL_SCHEMA.field('videos').type}",
+        "column data_source has type int64, expected string"]
 
 
 def test_extra_column_is_noted_and_kept_in_extra_columns(tmp_path: Path) -> None:
@@ -511,6 +538,29 @@ def test_remap_without_match_and_non_file_uris() -> None:
     pm = parse_prefix_map("file:///a=file:///b")
     assert remap_uri("https://example.org/a/b.mp4", pm) == (None, False)
     assert remap_uri("/a/b.mp4", pm) == (None, False)
+
+
+def test_video_roots_come_from_the_map_or_the_explicit_setting() -> None:
+    pm = parse_prefix_map(f"{FOREIGN_PREFIX}=file:///srv/videos; file:///a=/mnt/my%20b")
+    assert video_roots(pm) == [Path("/srv/videos"), Path("/mnt/my%20b")]
+    assert video_roots(pm, " /data/x ; file:///data/y%20z ;relative") == [
+        Path("/data/x"), Path("/data/y z")]  # VIDEO_VAL_ROOTS wins; relative roots are no roots
+    assert video_roots([]) == []
+
+
+@pytest.mark.parametrize(("path", "inside"), [
+    ("/srv/videos/videomme/data/v.mp4", True),
+    ("/srv/videos", True),
+    ("/srv/videos/./a/../b.mp4", True),
+    ("/srv/videos/../../etc/passwd", False),  # `..` out of the root after the map
+    ("/srv/videos2/v.mp4", False),  # a sibling with the root's name as prefix
+    ("/etc/passwd", False),
+    ("srv/videos/v.mp4", False),  # relative
+])
+def test_inside_roots_is_decided_on_the_normalized_path(path: str, inside: bool,
+                                                        tmp_path: Path) -> None:
+    assert inside_roots(path, [Path("/srv/videos"), tmp_path]) is inside
+    assert inside_roots(path, []) is False
 
 
 # --------------------------------------------------------------------------- speed

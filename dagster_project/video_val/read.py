@@ -115,10 +115,14 @@ def video_roots(prefix_map: list[tuple[str, str]], explicit: str = "") -> list[P
 
 
 def inside_roots(path: str, roots: list[Path]) -> bool:
-    """Whether `path`, normalized (no `..` escapes), lies inside one of `roots`. Pure string
-    logic: deciding must not touch the file."""
+    """Whether `path` lies inside one of `roots`, both as written (normalized: no `..` escapes)
+    and after resolving symbolic links (a link inside a root may point anywhere). Deciding never
+    opens the file: resolving only reads the links along the path."""
     normal = Path(os.path.normpath(path))
-    return normal.is_absolute() and any(normal.is_relative_to(root) for root in roots)
+    if not normal.is_absolute() or not any(normal.is_relative_to(root) for root in roots):
+        return False
+    real = Path(os.path.realpath(normal))
+    return any(real.is_relative_to(Path(os.path.realpath(root))) for root in roots)
 
 
 # ----------------------------------------------------------------------------- user message
