@@ -115,12 +115,12 @@ def run_materialize(settings: Settings, select: str | None) -> None:
 
 
 def query(settings: Settings, sql: str) -> tuple[list[str], list[tuple]]:
-    from dagster_project.catalog import connect
+    from dagster_project.warehouse.views import connect
 
     if not settings.tables_dir.is_dir():
         raise CliError(f"the warehouse at {settings.home} is empty: run `benchlake materialize` "
                        "(or `benchlake demo`) first")
-    con, skipped = connect(settings.tables_dir)
+    con, skipped = connect(settings.home)
     try:
         cur = con.execute(sql)
     except Exception as exc:
@@ -138,7 +138,7 @@ def query(settings: Settings, sql: str) -> tuple[list[str], list[tuple]]:
     return columns, rows
 
 
-_TABLE_IN_VIEW = re.compile(r"/tables/(\w+)[/.]")
+_TABLE_IN_VIEW = re.compile(r"/tables/raw/(\w+)[/.]")
 
 
 def incomplete_tables(con: Any, sql: str) -> dict[str, str]:
@@ -247,7 +247,7 @@ def export(
 
     settings = _settings()
     root = Path(out_dir).expanduser() if out_dir else settings.exports_dir
-    folder = export_reports(settings.tables_dir, root, [profile] if profile else None)
+    folder = export_reports(settings.home, root, [profile] if profile else None)
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     out.print(str(folder), markup=False, soft_wrap=True)
     formats = ",".join(Path(f).suffix[1:] for f in next(iter(manifest["views"].values()))["files"])
@@ -271,16 +271,15 @@ def packets(
     """Write judge packets (JSON + evidence files) for the chosen evaluations, from the
     materialized evidence; the `rvp_judge_packets` asset writes them all."""
     from dagster_project.rynn_vp.packets import build_packets
-    from dagster_project.tables import read_table
+    from dagster_project.rynn_vp.snapshot import snapshot_root
+    from dagster_project.tables import table_path
 
     settings = _settings()
-    snapshot = settings.tables_dir / "rvp_snapshot.parquet"
-    if not snapshot.exists():
+    if not table_path(settings.home, "rvp_evaluations").with_suffix("").is_dir():
         raise CliError(f"the warehouse at {settings.home} has no Rynn-VP evidence yet: run "
                        "`benchlake materialize` first")
-    root = Path(read_table(snapshot, settings.home).column("local_path")[0].as_py())
-    rows = build_packets(settings.tables_dir, settings.packets_dir, root, system=system,
-                         case_id=case)
+    rows = build_packets(settings.home, settings.packets_dir, snapshot_root(settings.home)[0],
+                         system=system, case_id=case)
     if not rows:
         raise CliError(f"no evaluation matches --system {system!r} --case {case!r}")
     _render(["system", "case_id", "role", "n_evidence", "packet_path"],

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dagster_project.tables import atomic_write_bytes, read_table
+from dagster_project.tables import atomic_write_bytes, path_field, read_table
 
 
 def scan_drop_folder(root: Path) -> dict[str, str]:
@@ -379,3 +380,11 @@ def _file_sha256(path: Path) -> str:
         while data := fh.read(_CHUNK):
             digest.update(data)
     return digest.hexdigest()
+
+
+# raw/rvp_judgment_files, raw/vv_response_files: every version of every file of a drop folder
+VERSIONS_SCHEMA = pa.schema([
+    path_field("folder"), ("source_file", pa.string()), ("version", pa.int32()),
+    ("sha256", pa.string()),
+    ("size_bytes", pa.int64()), path_field("archived_path"), ("is_current", pa.bool_()),
+])

@@ -10,6 +10,7 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from dagster_project.settings import Settings
+from dagster_project.tables import table_path
 from dagster_project.video_val.schema import SOURCES
 
 RVP_CASE_PARTITIONS = dg.DynamicPartitionsDefinition(name="rvp_case")
@@ -18,7 +19,7 @@ VV_SOURCE_PARTITIONS = dg.StaticPartitionsDefinition(sorted(SOURCES.values()))
 
 def rvp_case_keys(settings: Settings) -> list[str]:
     """The accepted case ids, i.e. the partition keys `rvp_case` should hold."""
-    path = settings.tables_dir / "rvp_cases.parquet"
+    path = table_path(settings.home, "rvp_cases")
     if not path.exists():
         return []
     return sorted(pq.read_table(path, columns=["case_id"]).column("case_id").to_pylist())

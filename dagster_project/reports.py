@@ -1,7 +1,8 @@
 """Report exports: every mart as CSV, Parquet, Markdown and JSON, PNG charts, and a manifest.
 
 `export_reports` reads the warehouse through the same in-memory views as `benchlake sql`
-(`catalog.connect`), so it never touches the catalog file a materialization may be rewriting.
+(`warehouse.views.connect`), so it never touches the catalog file a materialization may be
+rewriting.
 Everything is written into a hidden temp folder beside the target and renamed at the end, so a
 half-written export never appears. The same warehouse and stamp give byte-identical files (fixed
 row order, number formatting, chart size/dpi, no PNG timestamps), so exports can be diffed.
@@ -29,9 +30,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from dagster_project.catalog import connect, view_names
 from dagster_project.settings import SQL_DIR
 from dagster_project.tables import atomic_write_bytes, write_table
+from dagster_project.warehouse.views import connect, view_names
 
 RVP_REPORT_VIEWS = (
     "rvp_leaderboard", "rvp_by_scene", "rvp_by_source_group", "rvp_metric_means",
@@ -110,10 +111,6 @@ class _ViewExport:
 
 
 # --- reading ------------------------------------------------------------------------------
-
-
-def _home_of(tables_dir: Path) -> Path:
-    return tables_dir.parent if tables_dir.name == "tables" else tables_dir
 
 
 def _strip_sql(sql: str) -> str:
@@ -473,7 +470,7 @@ def _rvp_inputs(con: duckdb.DuckDBPyConnection, available: set[str]) -> dict[str
     return info
 
 
-def _manifest(con: duckdb.DuckDBPyConnection, available: set[str], tables_dir: Path,
+def _manifest(con: duckdb.DuckDBPyConnection, available: set[str], home: Path,
               profiles: Sequence[str], stamp: str, exports: dict[str, _ViewExport],
               skipped: dict[str, str], charts: list[str],
               file_rows: dict[str, int | None], out_dir: Path) -> dict[str, Any]:
@@ -523,7 +520,7 @@ def _manifest(con: duckdb.DuckDBPyConnection, available: set[str], tables_dir: P
              for name, rows in sorted(file_rows.items())}
     return {
         "stamp": stamp,
-        "warehouse": str(_home_of(tables_dir)),
+        "warehouse": str(home),
         "profiles": profile_rows,
         "inputs": inputs,
         "denominators": denominators,
@@ -585,19 +582,18 @@ def _resolve_profiles(con: duckdb.DuckDBPyConnection, available: set[str],
 
 
 def export_reports(
-    tables_dir: Path,
+    home: Path,
     out_root: Path,
     profiles: list[str] | None = None,
     stamp: str | None = None,
 ) -> Path:
     """Export every available report view, charts, README.md and manifest.json into
     `<out_root>/<stamp>/` and return that folder. `profiles=None` exports every profile."""
-    tables_dir, out_root = Path(tables_dir), Path(out_root)
-    home = _home_of(tables_dir)
+    home, out_root = Path(home), Path(out_root)
     empty = ReportError(f"the warehouse at {home} is empty: run `benchlake materialize` first")
-    if not tables_dir.is_dir():
+    if not (home / "tables").is_dir():
         raise empty
-    con, not_created = connect(tables_dir)
+    con, not_created = connect(home)
     try:
         # One thread: ties in a view's ORDER BY and hash aggregates come out in the same order
         # every time (the marts are small, so this costs little).
@@ -620,7 +616,7 @@ def export_reports(
             final = out_root / f"{stamp}-{n}"
         tmp = _prepare_out(out_root, stamp)
         try:
-            _write_export(con, tmp, tables_dir, available, views, chosen, final.name,
+            _write_export(con, tmp, home, available, views, chosen, final.name,
                           not_created)
             os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700 would hide it from others
             os.rename(tmp, final)
@@ -638,7 +634,7 @@ def _umask() -> int:
     return mask
 
 
-def _write_export(con: duckdb.DuckDBPyConnection, out: Path, tables_dir: Path,
+def _write_export(con: duckdb.DuckDBPyConnection, out: Path, home: Path,
                   available: set[str], views: list[str], profiles: list[str], stamp: str,
                   not_created: dict[str, str]) -> None:
     exports: dict[str, _ViewExport] = {}
@@ -664,6 +660,6 @@ def _write_export(con: duckdb.DuckDBPyConnection, out: Path, tables_dir: Path,
     readme = _readme(stamp, profiles, exports, charts, skipped)
     atomic_write_bytes(out / "README.md", readme.encode("utf-8"))
     file_rows["README.md"] = None
-    manifest = _manifest(con, available, tables_dir, profiles, stamp, exports, skipped, charts,
+    manifest = _manifest(con, available, home, profiles, stamp, exports, skipped, charts,
                          file_rows, out)
     atomic_write_bytes(out / "manifest.json", _dumps(manifest).encode("utf-8"))

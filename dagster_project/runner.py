@@ -10,12 +10,11 @@ from pathlib import Path
 
 import dagster as dg
 
+from dagster_project.defs.resources import BenchlakeSettings
 from dagster_project.partitions import sync_dynamic_partitions
-from dagster_project.resources import BenchlakeSettings
 from dagster_project.settings import Settings
 from dagster_project.status import mark_started
-
-CATALOG_ASSET = "benchlake_catalog"
+from dagster_project.tables import RAW_DIR
 
 _YAML_MARKER = "# Written by benchlake."
 _DAGSTER_YAML = f"""\
@@ -53,11 +52,14 @@ def dagster_instance(settings: Settings) -> dg.DagsterInstance:
 
 
 class Outcome:
-    """The runs one `materialize` call made (unpartitioned assets, one run per partition set,
-    the catalog), with the few accessors the CLI and tests need."""
+    """The runs one `materialize` call made (unpartitioned assets, one run per partition set)
+    and the catalog it published, with the few accessors the CLI and tests need."""
 
-    def __init__(self, results: list[dg.ExecuteInProcessResult]) -> None:
+    def __init__(self, results: list[dg.ExecuteInProcessResult],
+                 catalog_skipped: dict[str, str] | None = None) -> None:
         self.results = results
+        # views the published catalog left out, with why (their tables are not materialized)
+        self.catalog_skipped = catalog_skipped or {}
 
     @property
     def success(self) -> bool:
@@ -150,8 +152,6 @@ def resolve_selection(graph: dg.AssetGraph, select: str | None) -> set[dg.AssetK
 
 
 MATERIALIZE_JOB = "benchlake_materialize"
-# Groups whose assets write no table of their own (the catalog, the exports).
-UNTRACKED_GROUPS = ("catalog", "reports")
 
 
 def materialize(
@@ -164,42 +164,45 @@ def materialize(
     run_config: dict | None = None,
     launched_by: str = "python",
 ) -> Outcome:
-    """Materialize `select` (Dagster selection syntax; default everything), then the catalog.
+    """Materialize `select` (Dagster selection syntax; default everything but the reports),
+    then publish the catalog file (`warehouse.views.publish_catalog`).
 
-    Runs go in waves along the graph: one run for the unpartitioned assets whose selected
-    ancestors are done, then one run per partitioned set over all its partitions (a single-run
-    range; the assets parallelize inside), and again. The catalog is always included, so it is
-    rebuilt after whatever was selected. Every run is the job `benchlake_materialize`, tagged
-    with what launched it (`benchlake/launched_by`) and the selection (`benchlake/select`).
-    Demo inputs are built by the acquisition assets themselves, only for the sources left at
-    their defaults, so a fresh BENCHLAKE_HOME works with any selection."""
+    Runs go in waves (`plan_waves`): one run for every unpartitioned asset that does not wait
+    for a partitioned one, then one run per partitioned set over all its partitions (a single-run
+    range; the assets parallelize inside), and again. Every run is the job
+    `benchlake_materialize`, tagged with what launched it (`benchlake/launched_by`) and the
+    selection (`benchlake/select`). Demo inputs are built by the acquisition assets themselves,
+    only for the sources left at their defaults, so a fresh BENCHLAKE_HOME works with any
+    selection."""
+    from dagster_project.defs.resources import dbt_resource
+    from dagster_project.warehouse.views import publish_catalog
+
     defs = definitions()
     graph = defs.resolve_asset_graph()
     keys = resolve_selection(graph, select)
     instance = instance or dg.DagsterInstance.ephemeral()
-    catalog = dg.AssetKey(CATALOG_ASSET)
     config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
     config.update(run_config or {})
-    resources = {"benchlake": BenchlakeSettings.from_settings(settings)}
+    resources = {"benchlake": BenchlakeSettings.from_settings(settings), "dbt": dbt_resource()}
     base_tags = {"benchlake/launched_by": launched_by, "benchlake/select": select or "(all)"}
 
-    def run(asset_keys: set[dg.AssetKey], tags: dict[str, str] | None = None,
+    def run(asset_keys: frozenset[dg.AssetKey], tags: dict[str, str] | None = None,
             partitions: list[str] | None = None):
         job = dg.define_asset_job(MATERIALIZE_JOB, selection=dg.AssetSelection.assets(*asset_keys))
         job_defs = dg.Definitions(assets=defs.assets, asset_checks=defs.asset_checks, jobs=[job],
                                   resources=resources)
         run_id = str(uuid.uuid4())  # what Dagster would pick; known before the run starts
-        # Announce what this run will write, so a run that dies half-way shows (status.py).
+        # Announce the raw tables this run will write, so a run that dies half-way shows
+        # (status.py); views hold no data of their own.
         for key in asset_keys:
-            if graph.get(key).group_name not in UNTRACKED_GROUPS:
-                mark_started(settings.tables_dir, key.to_user_string(), partitions or [None],
-                             run_id)
+            if key.path[0] == RAW_DIR:
+                mark_started(settings.home, key.path[-1], partitions or [None], run_id)
         return job_defs.resolve_job_def(MATERIALIZE_JOB).execute_in_process(
             run_config=config, instance=instance, raise_on_error=raise_on_error,
             tags={**base_tags, **(tags or {})}, run_id=run_id)
 
     results: list[dg.ExecuteInProcessResult] = []
-    for wave in plan_waves(graph, keys | {catalog}):  # the catalog is rebuilt after its inputs
+    for wave in plan_waves(graph, keys):
         if not all(r.success for r in results):
             break
         if wave.partitions is None:
@@ -215,10 +218,8 @@ def materialize(
                 "dagster/asset_partition_range_start": partition_keys[0],
                 "dagster/asset_partition_range_end": partition_keys[-1],
             }, partition_keys))
-    if not all(r.success for r in results) and not any(
-            catalog in r.dagster_run.asset_selection for r in results):
-        results.append(run({catalog}))  # a run failed before it: still expose what did land
-    return Outcome(results)
+    # Also after a failure: the catalog then shows what did land.
+    return Outcome(results, publish_catalog(settings.home))
 
 
 @dataclass(frozen=True)
@@ -230,9 +231,10 @@ class Wave:
 
 
 def plan_waves(graph: dg.AssetGraph, keys: set[dg.AssetKey]) -> list[Wave]:
-    """The runs that materialize `keys` in dependency order: the unpartitioned assets whose
-    selected ancestors are done, then each partitioned set whose selected ancestors are done
-    (one run over all its partitions), and again."""
+    """The runs that materialize `keys` in dependency order, as few as the partitions allow:
+    every unpartitioned asset that does not wait for a remaining partitioned one (Dagster orders
+    them inside the run, the dbt models in as many steps as the graph needs), then each
+    partitioned set whose remaining ancestors are all in it, and again."""
     def pdef_of(key: dg.AssetKey) -> dg.PartitionsDefinition | None:
         return graph.get(key).partitions_def
 
@@ -248,30 +250,22 @@ def plan_waves(graph: dg.AssetGraph, keys: set[dg.AssetKey]) -> list[Wave]:
 
     remaining, waves = set(keys), []
     while remaining:
-        progressed = False
-        plain = {k for k in remaining if pdef_of(k) is None
-                 and not (ancestors_of(k) & remaining)}
+        partitioned = {k for k in remaining if pdef_of(k) is not None}
+        plain = {k for k in remaining - partitioned if not (ancestors_of(k) & partitioned)}
         if plain:
             waves.append(Wave(frozenset(plain), None))
             remaining -= plain
-            progressed = True
         groups: dict[str, set[dg.AssetKey]] = {}
-        for k in remaining:
-            if pdef_of(k) is not None:
-                groups.setdefault(str(pdef_of(k)), set()).add(k)
-        for group in groups.values():
-            if any(ancestors_of(k) & (remaining - group) for k in group):
-                continue
+        for k in partitioned:
+            groups.setdefault(str(pdef_of(k)), set()).add(k)
+        ready = [g for g in groups.values()
+                 if not any(ancestors_of(k) & (remaining - g) for k in g)]
+        for group in ready:
             waves.append(Wave(frozenset(group), pdef_of(next(iter(group)))))
             remaining -= group
-            progressed = True
-        if not progressed:
+        if not plain and not ready:
             raise RuntimeError(f"cannot order assets {sorted(map(str, remaining))}")
     return waves
-
-
-def table_path(settings: Settings, name: str) -> Path:
-    return settings.tables_dir / f"{name}.parquet"
 
 
 def rvp_evidence_job() -> dg.JobDefinition:

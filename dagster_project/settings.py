@@ -7,7 +7,8 @@ CLI both read it through `Settings.from_env()`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +34,10 @@ def read_dotenv(path: Path) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Settings:
-    """Resolved settings. Empty strings mean "use the demo default"."""
+    """Resolved settings: each field is one setting of the contract, its environment variable
+    the field's name upper-cased (`home` is BENCHLAKE_HOME). Empty strings mean "use the demo
+    default". This class is the only place a setting is declared: the Dagster resource carries
+    the same values (`as_env`), the CLI reads them with `from_env`."""
 
     home: Path
     rynn_vp_source: str = ""
@@ -44,30 +48,26 @@ class Settings:
     candidates_dir: str = ""
     judgments_dir: str = ""
     responses_dir: str = ""
-    env: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
-    ENV_NAMES = {
-        "home": "BENCHLAKE_HOME",
-        "rynn_vp_source": "RYNN_VP_SOURCE",
-        "rynn_vp_media": "RYNN_VP_MEDIA",
-        "video_val_source": "VIDEO_VAL_SOURCE",
-        "video_val_prefix_map": "VIDEO_VAL_PREFIX_MAP",
-        "video_val_roots": "VIDEO_VAL_ROOTS",
-        "candidates_dir": "CANDIDATES_DIR",
-        "judgments_dir": "JUDGMENTS_DIR",
-        "responses_dir": "RESPONSES_DIR",
-    }
+    @staticmethod
+    def env_name(field_name: str) -> str:
+        return "BENCHLAKE_HOME" if field_name == "home" else field_name.upper()
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+    def env_names(cls) -> list[str]:
+        return [cls.env_name(f.name) for f in fields(cls)]
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """From the environment (or `environ`), over a `.env` in the project root and in the
+        working directory; the environment wins."""
         env = read_dotenv(PROJECT_ROOT / ".env")
         env.update(read_dotenv(Path.cwd() / ".env"))
         env.update(os.environ if environ is None else environ)
         values: dict[str, object] = {}
         for f in fields(cls):
-            name = cls.ENV_NAMES.get(f.name)
-            if name and env.get(name):
-                values[f.name] = env[name]
+            if env.get(cls.env_name(f.name)):
+                values[f.name] = env[cls.env_name(f.name)]
         home = Path(str(values.pop("home", "./warehouse"))).expanduser().resolve()
         settings = cls(home=home, **values)  # type: ignore[arg-type]
         if settings.rynn_vp_media not in ("full", "metadata"):
@@ -75,6 +75,10 @@ class Settings:
                 f"RYNN_VP_MEDIA must be 'full' or 'metadata', not {settings.rynn_vp_media!r}"
             )
         return settings
+
+    def as_env(self) -> dict[str, str]:
+        """{environment name: value} of every setting (the inverse of `from_env`)."""
+        return {self.env_name(f.name): str(getattr(self, f.name)) for f in fields(self)}
 
     # --- derived locations -------------------------------------------------------------
     @property
@@ -194,6 +198,6 @@ class Settings:
         foreign prefix → the demo's video cache); else no mapping."""
         if self.video_val_prefix_map or not self.uses_demo_video_val():
             return self.video_val_prefix_map
-        from dagster_project.demo.video_val import demo_prefix_map
+        from benchlake_demo.video_val import demo_prefix_map
 
         return demo_prefix_map(self.video_val_demo_dir)

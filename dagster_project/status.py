@@ -31,13 +31,13 @@ STATUS_DIR = "status"  # beside tables/, not in it: the tables stay byte-identic
 WHOLE_TABLE = "_all"  # the partition name of an unpartitioned table
 
 
-def _marker(tables_dir: Path, table: str, partition: str | None) -> Path:
+def _marker(home: Path, table: str, partition: str | None) -> Path:
     name = (partition or WHOLE_TABLE).replace("/", "%2F")
-    return tables_dir.parent / STATUS_DIR / table / f"{name}.json"
+    return home / STATUS_DIR / table / f"{name}.json"
 
 
-def _update(tables_dir: Path, table: str, partition: str | None, **fields: object) -> None:
-    path = _marker(tables_dir, table, partition)
+def _update(home: Path, table: str, partition: str | None, **fields: object) -> None:
+    path = _marker(home, table, partition)
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -50,18 +50,18 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def mark_started(tables_dir: Path, table: str, partitions: list[str | None],
+def mark_started(home: Path, table: str, partitions: list[str | None],
                  run_id: str) -> None:
     """Before run `run_id` writes `table` (each of `partitions`; [None] if unpartitioned)."""
     for partition in partitions:
-        _update(tables_dir, table, partition, started_run_id=run_id, started_at=_now())
+        _update(home, table, partition, started_run_id=run_id, started_at=_now())
 
 
-def mark_written(tables_dir: Path, table: str, partition: str | None, run_id: str,
+def mark_written(home: Path, table: str, partition: str | None, run_id: str,
                  rows: int) -> None:
     """After run `run_id` renamed `table` (its `partition`) into place with `rows` rows."""
     # The data on disk is now this run's, whole: whatever run announced itself before is
     # superseded (a run the runner did not announce, from the UI, starts what it writes).
     now = _now()
-    _update(tables_dir, table, partition, written_run_id=run_id, written_at=now, rows=rows,
+    _update(home, table, partition, written_run_id=run_id, written_at=now, rows=rows,
             started_run_id=run_id, started_at=now)

@@ -25,6 +25,56 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+RAW_DIR = "raw"  # tables/raw/<table>: what the Python assets write (dbt sources)
+
+
+def table_path(home: Path, name: str, part: str | None = None) -> Path:
+    """Where raw table `name` lives: `tables/raw/<name>.parquet`, or, for a table written in
+    parts (partitions, the rejects of each stage), its part `tables/raw/<name>/<part>.parquet`.
+    The one place a table's file is located; the dbt sources (sql/models/*/staging/
+    _sources.yml) read the same paths."""
+    base = Path(home) / "tables" / RAW_DIR / name
+    return base.with_name(f"{name}.parquet") if part is None else base / f"{part}.parquet"
+
+
+def table_files(home: Path, name: str) -> list[Path]:
+    """The files of raw table `name`: the one file, or every part (sorted)."""
+    single = table_path(home, name)
+    if single.exists():
+        return [single]
+    folder = single.with_suffix("")
+    return sorted(folder.rglob("*.parquet")) if folder.is_dir() else []
+
+
+def connect_raw(home: Path, names: Iterable[str]) -> Any:
+    """An in-memory DuckDB where each raw table of `names` is the view `raw.<name>`, its path
+    columns absolute. For the Python assets that join their raw inputs: they read tables they
+    declare (`raw/<name>` assets), never the dbt models. A table not materialized yet has no
+    view."""
+    import duckdb
+
+    con = duckdb.connect(":memory:", config={"python_enable_replacements": False})
+    con.execute("CREATE SCHEMA raw")
+    home_sql = str(home).replace("'", "''")
+    for name in names:
+        files = table_files(home, name)
+        if not files:
+            continue  # not materialized: a query naming it says so
+        schema = pq.read_schema(files[0])
+        cols = []
+        for field in schema:
+            q = '"' + field.name.replace('"', '""') + '"'
+            if _is_path_field(field) and not pa.types.is_list(field.type):
+                cols.append(f"CASE WHEN {q} IS NULL OR {q} LIKE '/%' OR {q} LIKE '%://%' "
+                            f"THEN {q} ELSE '{home_sql}/' || {q} END AS {q}")
+            else:
+                cols.append(q)
+        listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+        con.execute(f"CREATE VIEW raw.{name} AS SELECT {', '.join(cols)} "
+                    f"FROM read_parquet([{listed}], union_by_name = true)")
+    return con
+
+
 # Fixed writer options: changing them changes every file's bytes, so they live in one place.
 _PARQUET_OPTIONS: dict[str, Any] = {
     "compression": "zstd",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dagster_project.demo import ensure_demo
+from benchlake_demo import ensure_demo
 from dagster_project.settings import Settings
 
 warnings.filterwarnings("ignore", module="dagster")
@@ -22,7 +22,7 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 
 def settings_for(home: Path, **overrides: str) -> Settings:
     env = {"BENCHLAKE_HOME": str(home)}
-    env.update({Settings.ENV_NAMES[k]: v for k, v in overrides.items()})
+    env.update({Settings.env_name(k): v for k, v in overrides.items()})
     return Settings.from_env(env)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import av
 import pytest
 
-from dagster_project.demo.candidates import (
+from benchlake_demo.candidates import (
     SHORT_FRAMES,
     STORYBOARD,
     SYSTEMS,
@@ -20,7 +20,7 @@ from dagster_project.demo.candidates import (
     build_candidates_demo,
     demo_plan,
 )
-from dagster_project.demo.rynn_vp import load_spec
+from benchlake_demo.rynn_vp import load_spec
 from dagster_project.media.probe import probe_video
 from dagster_project.rynn_vp.candidates import COLUMNS, scan_candidates
 from dagster_project.tables import Reject

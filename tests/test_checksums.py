@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dagster_project.checksums import (
+from dagster_project.rynn_vp.checksums import (
     FileStatus,
     ManifestError,
     hash_files,

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 BUILD_AND_MATERIALIZE = """
 import sys
-from dagster_project import demo
+import benchlake_demo as demo
 from dagster_project.runner import materialize
 from dagster_project.settings import Settings
 
@@ -105,7 +105,7 @@ def test_moved_home_still_resolves(fresh_homes, tmp_path: Path) -> None:
     assert len(paths) > 500
     assert all(p.startswith(f"{moved}/") and Path(p).is_file() for p in paths)
     settings = settings_for(moved)
-    from dagster_project.resources import BenchlakeSettings
+    from dagster_project.defs.resources import BenchlakeSettings
 
     snapshot = BenchlakeSettings.from_settings(settings).read("rvp_snapshot").to_pylist()[0]
     assert snapshot["local_path"] == str(moved / "demo" / "Rynn-VP")

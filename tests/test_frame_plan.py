@@ -1,4 +1,4 @@
-"""Differential tests: dagster_project.frame_plan against the real qwen-vl-utils 0.0.14 code.
+"""Differential tests: dagster_project.video_val.frame_plan against the real qwen-vl-utils 0.0.14 code.
 
 Upstream's `vision_process.py` (the dev dependency qwen-vl-utils==0.0.14, or else downloaded once
 into the pytest cache) is loaded from its file with
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dagster_project import frame_plan as fp
+from dagster_project.video_val import frame_plan as fp
 
 FIXTURES = Path(__file__).parent / "fixtures"
 UPSTREAM = "qwen-vl-utils==0.0.14"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from dagster_project.demo.candidates import (
+from benchlake_demo.candidates import (
     STORYBOARD,
     VEO,
     WAN,
@@ -24,7 +24,7 @@ from dagster_project.demo.candidates import (
     build_candidates_demo,
     demo_plan,
 )
-from dagster_project.demo.judgments import (
+from benchlake_demo.judgments import (
     DEMO_JUDGE_RUNS,
     PROMPT_ROLES,
     PROMPT_VERSION,
@@ -32,7 +32,7 @@ from dagster_project.demo.judgments import (
     build_judgments_demo,
     demo_expectations,
 )
-from dagster_project.demo.rynn_vp import build_rynn_vp_demo
+from benchlake_demo.rynn_vp import build_rynn_vp_demo
 from dagster_project.rynn_vp.evidence import (
     N_PANELS,
     PANELS_PER_STORYBOARD,

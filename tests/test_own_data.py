@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 
 from dagster_project.catalog import connect
 from dagster_project.cli import app
-from dagster_project.demo.rynn_vp import write_sha256sums
-from dagster_project.resources import BenchlakeSettings
+from benchlake_demo.rynn_vp import write_sha256sums
+from dagster_project.defs.resources import BenchlakeSettings
 from dagster_project.runner import (
     CATALOG_ASSET,
     MATERIALIZE_JOB,
@@ -46,7 +46,7 @@ def cli(monkeypatch: pytest.MonkeyPatch, home: Path, *args: str, **env: str):
     """`benchlake ARGS` in this process (typer's CliRunner) with BENCHLAKE_HOME=`home` and only
     the settings given in `env` (every other benchlake setting unset)."""
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))  # the CLI sets it; restored after
-    environ: dict[str, str | None] = {name: None for name in Settings.ENV_NAMES.values()}
+    environ: dict[str, str | None] = {name: None for name in Settings.env_names()}
     environ |= {"BENCHLAKE_HOME": str(home), **env}
     return CliRunner().invoke(app, list(args), env=environ)
 

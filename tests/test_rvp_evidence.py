@@ -190,7 +190,7 @@ def test_partitions_run_in_parallel_under_the_multiprocess_executor(demo_warehou
 
 def test_sensor_syncs_case_partitions(demo_warehouse):
     from dagster_project.defs.rynn_vp.evidence import rvp_case_partitions_sensor
-    from dagster_project.resources import BenchlakeSettings
+    from dagster_project.defs.resources import BenchlakeSettings
 
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("rvp_case", ["stale-case"])

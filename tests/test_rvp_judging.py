@@ -11,8 +11,8 @@ import dagster as dg
 import pytest
 
 from dagster_project.catalog import connect
-from dagster_project.demo.judgments import demo_expectations
-from dagster_project.resources import BenchlakeSettings
+from benchlake_demo.judgments import demo_expectations
+from dagster_project.defs.resources import BenchlakeSettings
 from dagster_project.runner import materialize
 from tests.conftest import settings_for
 
@@ -181,7 +181,7 @@ def test_sensor_triggers_only_on_new_content(judging_home):
 
 
 def test_changed_gt_input_invalidates_the_cache(demo_inputs, tmp_path):
-    from dagster_project.demo.rynn_vp import write_sha256sums
+    from benchlake_demo.rynn_vp import write_sha256sums
 
     root = tmp_path / "Rynn-VP"
     shutil.copytree(demo_inputs.rynn_vp_source_or_demo(), root)

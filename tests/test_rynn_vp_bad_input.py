@@ -12,7 +12,7 @@ import huggingface_hub
 import pytest
 
 from dagster_project.catalog import connect
-from dagster_project.demo.rynn_vp import write_sha256sums
+from benchlake_demo.rynn_vp import write_sha256sums
 from dagster_project.runner import materialize
 from tests.conftest import RVP_INGEST, settings_for
 

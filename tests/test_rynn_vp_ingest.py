@@ -215,7 +215,7 @@ def test_rematerializing_gives_byte_identical_parquet(demo_warehouse, tmp_path):
 
 
 def test_demo_generation_is_deterministic(demo_inputs, tmp_path):
-    from dagster_project.demo.rynn_vp import build_rynn_vp_demo
+    from benchlake_demo.rynn_vp import build_rynn_vp_demo
 
     other = build_rynn_vp_demo(tmp_path / "again")
     ours = Path(demo_inputs.rynn_vp_source_or_demo())

@@ -121,7 +121,7 @@ def ui_env(home: Path, quiet_dirs: Path) -> dict[str, str]:
     """The server's environment: demo sources (a developer's .env must not leak in), and
     empty drop folders so the sensors skip instead of launching runs beside the test's."""
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
-    env.update({name: "" for name in Settings.ENV_NAMES.values()})
+    env.update({name: "" for name in Settings.env_names()})
     for name in ("responses", "judgments"):
         (quiet_dirs / name).mkdir(parents=True, exist_ok=True)
     env.update(BENCHLAKE_HOME=str(home), RESPONSES_DIR=str(quiet_dirs / "responses"),

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dagster_project.catalog import connect
-from dagster_project.resources import BenchlakeSettings
+from dagster_project.defs.resources import BenchlakeSettings
 from dagster_project.runner import materialize
 from dagster_project.video_val.schema import SOURCES
 from dagster_project.video_val.scoring import score_response

@@ -13,7 +13,7 @@ import av
 import pyarrow.parquet as pq
 import pytest
 
-from dagster_project.demo.video_val import (
+from benchlake_demo.video_val import (
     build_video_val_demo,
     demo_prefix_map,
     generate_full_size_parquets,

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dagster_project.catalog import connect
-from dagster_project.frame_plan import plan_video
+from dagster_project.video_val.frame_plan import plan_video
 from dagster_project.runner import materialize
 from dagster_project.video_val.schema import FOREIGN_PREFIX, SOURCES
 from tests.conftest import settings_for
@@ -114,7 +114,7 @@ def test_patch_size_16_is_selectable(demo_warehouse, tmp_path):
     defs = definitions()
     import dagster as dg
 
-    from dagster_project.resources import BenchlakeSettings
+    from dagster_project.defs.resources import BenchlakeSettings
 
     result = dg.materialize(
         [*defs.assets], selection=dg.AssetSelection.assets("vv_frame_plan"),

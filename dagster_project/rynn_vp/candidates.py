@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from PIL import Image, UnidentifiedImageError
 
 from dagster_project.media.probe import probe_video
-from dagster_project.tables import Reject
+from dagster_project.tables import Reject, path_field
 
 STAGE = "rvp_candidates"
 VIDEO_NAME = "candidate.mp4"
@@ -235,3 +236,14 @@ def scan_candidates(
     scan.rows.sort(key=lambda r: (r["system"], r["case_id"]))
     rejects = sorted(scan.rejects, key=lambda r: (r.source_file, r.reason))
     return scan.rows, rejects
+
+
+# raw/rvp_candidates: one row per candidate found (scan_candidates)
+CANDIDATES_SCHEMA = pa.schema([
+    ("system", pa.string()), ("case_id", pa.string()), ("modality", pa.string()),
+    path_field("path"), ("fingerprint", pa.string()), ("duration_s", pa.float64()),
+    ("frame_count", pa.int64()), ("first_frame_s", pa.float64()),
+    ("last_frame_s", pa.float64()), ("step_count", pa.int32()),
+    ("step_ids", pa.list_(pa.string())), path_field("step_paths", many=True),
+    ("width", pa.int32()), ("height", pa.int32()), ("ok", pa.bool_()), ("problem", pa.string()),
+])

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
+import pyarrow as pa
+
 GT_INPUT_FILES = ("task.json", "initial.png", "gt.mp4", "gt_annotations.json")
 
 
@@ -21,3 +23,11 @@ def gt_fingerprint(file_sha256: Mapping[str, str], prompt_version: str) -> str:
         h.update(f"{name}:{file_sha256[name]}\n".encode())
     h.update(f"prompt_version:{prompt_version}\n".encode())
     return h.hexdigest()
+
+
+# raw/rvp_gt_fingerprints: the GT compilation cache key per case
+FINGERPRINTS_SCHEMA = pa.schema([
+    ("case_id", pa.string()), ("fingerprint", pa.string()), ("prompt_version", pa.string()),
+    ("prompt_source", pa.string()),
+    *[(f"{n.replace('.', '_')}_sha256", pa.string()) for n in GT_INPUT_FILES],
+])

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+from PIL import Image
+
+from dagster_project.media.probe import probe_video
 from dagster_project.rynn_vp.parsing import (
     ParseError,
     normalize_whitespace,
@@ -153,3 +157,66 @@ def read_case(case_dir: Path, *, media_expected: bool = True) -> CaseRead:
         "n_intervals": len(read.intervals),
     }
     return read
+
+
+# raw/rvp_media: the probe of every gt.mp4 and the size of initial.png
+MEDIA_SCHEMA = pa.schema([
+    ("case_id", pa.string()), ("source_file", pa.string()), ("ok", pa.bool_()),
+    ("error", pa.string()), ("codec", pa.string()), ("width", pa.int32()),
+    ("height", pa.int32()), ("fps", pa.float64()), ("duration_s", pa.float64()),
+    ("frame_count", pa.int64()), ("first_frame_s", pa.float64()),
+    ("last_frame_s", pa.float64()), ("first_frame_decodes", pa.bool_()),
+    ("last_frame_decodes", pa.bool_()), ("size_bytes", pa.int64()),
+    ("initial_width", pa.int32()), ("initial_height", pa.int32()),
+    ("initial_size_bytes", pa.int64()),
+])
+
+
+def probe_case(case_dir: Path) -> tuple[dict | None, list[Reject]]:
+    case_id = case_dir.name
+    rel = f"cases/{case_id}"
+    video, image = case_dir / "gt.mp4", case_dir / "initial.png"
+    if not video.exists() and not image.exists():
+        return None, []  # metadata-only snapshot, or a missing file rvp_cases reports
+    rejects: list[Reject] = []
+    row: dict = {"case_id": case_id, "source_file": f"{rel}/gt.mp4", "ok": False}
+    if video.exists():
+        probe = probe_video(video)
+        row.update({
+            "ok": probe.ok, "error": probe.error, "codec": probe.codec, "width": probe.width,
+            "height": probe.height, "fps": probe.fps, "duration_s": probe.metadata_duration_s,
+            "frame_count": probe.frame_count, "first_frame_s": probe.first_frame_s,
+            "last_frame_s": probe.last_frame_s, "first_frame_decodes": probe.first_frame_decodes,
+            "last_frame_decodes": probe.last_frame_decodes, "size_bytes": probe.size_bytes,
+        })
+        if not probe.ok:
+            rejects.append(Reject(f"{rel}/gt.mp4", f"video probe failed: {probe.error}",
+                                  case_id, "rvp_media"))
+    if image.exists():
+        try:
+            with Image.open(image) as im:
+                im.load()  # a full decode: the card says every initial image was decoded
+                row.update(initial_width=im.width, initial_height=im.height,
+                           initial_size_bytes=image.stat().st_size)
+        except (OSError, SyntaxError, ValueError) as exc:
+            row["ok"] = False
+            rejects.append(Reject(f"{rel}/initial.png", f"image does not decode: {exc}",
+                                  case_id, "rvp_media"))
+    return row, rejects
+
+
+
+
+# raw/rvp_cases and raw/rvp_intervals: accepted cases and their intervals (read_case)
+CASES_SCHEMA = pa.schema([
+    ("case_id", pa.string()), ("instruction", pa.string()), ("source_group", pa.string()),
+    ("scene", pa.string()), ("room_id", pa.string()), ("room_no", pa.int32()),
+    ("task_no", pa.int32()), ("variant_no", pa.int32()), ("instance_no", pa.int32()),
+    ("annotation_task_raw", pa.string()), ("annotation_task_normalized", pa.string()),
+    ("annotation_video", pa.string()), ("has_explicit_plan", pa.bool_()),
+    ("plan", pa.list_(pa.string())), ("n_intervals", pa.int32()),
+])
+INTERVALS_SCHEMA = pa.schema([
+    ("case_id", pa.string()), ("ordinal", pa.int32()), ("interval", pa.string()),
+    ("start_s", pa.float64()), ("end_s", pa.float64()), ("label", pa.string()),
+])

@@ -28,6 +28,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
@@ -542,3 +543,45 @@ def ingest(files: Sequence[SourceFile], ctx: EvalContext) -> IngestResult:
             else:
                 state.result.rejects.append(item)
     return state.finish()
+
+
+# The tables `ingest` fills (raw/<name>), with their schemas
+JUDGMENTS_SCHEMA = pa.schema([
+    ("system", pa.string()), ("case_id", pa.string()), ("evaluation_id", pa.string()),
+    ("judge_run_id", pa.string()), ("attempt", pa.int32()), ("attempt_kind", pa.string()),
+    ("is_final", pa.bool_()), ("source_file", pa.string()), ("file_version", pa.int32()),
+    ("line", pa.int32()), ("record_sha256", pa.string()),
+    *[(col, pa.float64()) for col in METRIC_COLUMNS.values()],
+    ("n_hallucinations", pa.int32()), ("evidence", pa.list_(pa.string())),
+    ("judge_model", pa.string()), ("judge_reasoning", pa.string()),
+    ("prompt_version", pa.string()), ("input_modality", pa.string()),
+    ("candidate_scope", pa.string()), ("context_sharing", pa.string()),
+    ("has_explicit_plan", pa.bool_()),
+])
+HALLUCINATIONS_SCHEMA = pa.schema([
+    ("system", pa.string()), ("case_id", pa.string()), ("evaluation_id", pa.string()),
+    ("judge_run_id", pa.string()), ("attempt", pa.int32()), ("is_final", pa.bool_()),
+    ("hallucination_no", pa.int32()), ("entity", pa.string()), ("locus", pa.string()),
+    ("locus_kind", pa.string()), ("contradictory_observations", pa.list_(pa.string())),
+    ("affected_chain", pa.string()), ("severity", pa.string()),
+])
+JUDGMENT_REJECTS_SCHEMA = pa.schema([
+    ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int32()),
+    ("reason", pa.string()), ("raw", pa.string()),
+])
+GT_COMPILATIONS_SCHEMA = pa.schema([
+    ("case_id", pa.string()), ("fingerprint", pa.string()), ("prompt_version", pa.string()),
+    ("judge_run_id", pa.string()), ("source_file", pa.string()), ("file_version", pa.int32()),
+    ("line", pa.int32()), ("record_sha256", pa.string()), ("compilation_json", pa.string()),
+    ("judge_model", pa.string()), ("is_current", pa.bool_()),
+])
+STAGES_SCHEMA = pa.schema([
+    ("system", pa.string()), ("case_id", pa.string()), ("evaluation_id", pa.string()),
+    ("judge_run_id", pa.string()), ("stage", pa.string()), ("stage_no", pa.int32()),
+    ("attempt", pa.int32()), ("attempt_kind", pa.string()), ("status", pa.string()),
+])
+JUDGMENT_TABLES = {
+    "rvp_judgments": JUDGMENTS_SCHEMA,
+    "rvp_hallucinations": HALLUCINATIONS_SCHEMA, "rvp_judgment_rejects": JUDGMENT_REJECTS_SCHEMA,
+    "rvp_gt_compilations": GT_COMPILATIONS_SCHEMA, "rvp_stages": STAGES_SCHEMA,
+}

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from dagster_project.settings import ASSETS_DIR
-from dagster_project.tables import atomic_write_bytes
+from dagster_project.tables import atomic_write_bytes, path_field
 
 GT_ROLE = "gt_compilation"
 CANDIDATE_ROLES = ("observer", "vr_vq_judge", "hallucination_auditor", "pi_judge", "critic")
@@ -100,7 +102,7 @@ def write_packet(
     files carry their own SHA-256, so the fingerprint covers their bytes too."""
     manifest = []
     for item in evidence:
-        src = Path(item["image_abspath"])
+        src = Path(item["image_path"])
         name = f"evidence/{item['evidence_id'].split('#', 1)[1]}{src.suffix}"
         _link_or_copy(src, folder / name)
         manifest.append({
@@ -114,7 +116,7 @@ def write_packet(
         })
     boards = []
     for b in storyboards:
-        src = Path(b["image_abspath"])
+        src = Path(b["image_path"])
         name = f"evidence/SB{b['storyboard_no']}{src.suffix}"
         _link_or_copy(src, folder / name)
         boards.append({"evidence_id": f"{b['evaluation_id']}#SB{b['storyboard_no']}",
@@ -142,27 +144,32 @@ def _rows(con: Any, sql: str, params: list | None = None) -> list[dict[str, Any]
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
+# The raw tables a packet is built from (their assets are the packets' dependencies).
+PACKET_INPUTS = ("rvp_cases", "rvp_gt_fingerprints", "rvp_gt_compilations", "rvp_evaluations",
+                 "rvp_evidence_frames", "rvp_intervals", "rvp_storyboards")
+
+
 def build_packets(
-    tables_dir: Path, packets_dir: Path, snapshot_root: Path | None,
+    home: Path, packets_dir: Path, snapshot_root: Path | None,
     *, system: str | None = None, case_id: str | None = None,
 ) -> list[dict[str, Any]]:
     """Packets for every evaluation (optionally one system and/or case): the five candidate
     roles per evaluation under `<packets>/<system>/<case_id>/`, and the GT compilation packet per
     case under `<packets>/_gt/<case_id>/`. Returns one row per packet written."""
-    from dagster_project.catalog import connect
+    from dagster_project.tables import connect_raw
 
-    con, _ = connect(tables_dir)
+    con = connect_raw(home, PACKET_INPUTS)
     prompts = load_prompts(snapshot_root)
-    cases = {c["case_id"]: c for c in _rows(con, "SELECT * FROM rvp_cases")}
-    prints = {f["case_id"]: f for f in _rows(con, "SELECT * FROM rvp_gt_fingerprints")}
+    cases = {c["case_id"]: c for c in _rows(con, "SELECT * FROM raw.rvp_cases")}
+    prints = {f["case_id"]: f for f in _rows(con, "SELECT * FROM raw.rvp_gt_fingerprints")}
     cached: dict[str, dict[str, Any]] = {}
     try:
         for g in _rows(con, "SELECT case_id, fingerprint, source_file, judge_run_id "
-                            "FROM rvp_gt_compilations WHERE is_current ORDER BY source_file"):
+                            "FROM raw.rvp_gt_compilations WHERE is_current ORDER BY source_file"):
             cached.setdefault(g["case_id"], g)
     except Exception:  # noqa: BLE001 - no judgments ingested yet: nothing is cached
         pass
-    evaluations = _rows(con, "SELECT * FROM rvp_evaluations ORDER BY evaluation_id")
+    evaluations = _rows(con, "SELECT * FROM raw.rvp_evaluations ORDER BY evaluation_id")
     out: list[dict[str, Any]] = []
 
     def gt_ref(cid: str) -> dict[str, Any]:
@@ -181,10 +188,10 @@ def build_packets(
                              if (system is None or e["system"] == system)
                              and (case_id is None or e["case_id"] == case_id)})
     for cid in selected_cases:
-        shared = _rows(con, "SELECT DISTINCT ON (role, ordinal) * FROM rvp_evidence_frames "
+        shared = _rows(con, "SELECT DISTINCT ON (role, ordinal) * FROM raw.rvp_evidence_frames "
                             "WHERE case_id = ? AND role IN ('S0', 'anchor') "
                             "ORDER BY role, ordinal", [cid])
-        intervals = _rows(con, "SELECT ordinal, \"interval\", label FROM rvp_intervals "
+        intervals = _rows(con, "SELECT ordinal, \"interval\", label FROM raw.rvp_intervals "
                                "WHERE case_id = ? ORDER BY ordinal", [cid])
         header = {"case_id": cid, "system": None, "evaluation_id": None,
                   "gt_witness": {"planning": intervals, "anchors_from": "gt.mp4"}}
@@ -197,10 +204,10 @@ def build_packets(
     for ev in evaluations:
         if (system and ev["system"] != system) or (case_id and ev["case_id"] != case_id):
             continue
-        evidence = _rows(con, "SELECT * FROM rvp_evidence_frames WHERE evaluation_id = ? "
+        evidence = _rows(con, "SELECT * FROM raw.rvp_evidence_frames WHERE evaluation_id = ? "
                               "ORDER BY CASE role WHEN 'S0' THEN 0 WHEN 'anchor' THEN 1 "
                               "ELSE 2 END, ordinal", [ev["evaluation_id"]])
-        boards = _rows(con, "SELECT * FROM rvp_storyboards WHERE evaluation_id = ? "
+        boards = _rows(con, "SELECT * FROM raw.rvp_storyboards WHERE evaluation_id = ? "
                             "ORDER BY storyboard_no", [ev["evaluation_id"]])
         header = {"case_id": ev["case_id"], "system": ev["system"],
                   "evaluation_id": ev["evaluation_id"],
@@ -221,3 +228,12 @@ def build_packets(
         row.update(prompt_version=prompts.version, prompt_source=prompts.source,
                    gt_fingerprint=ref["fingerprint"], gt_cached=ref["cached"])
     return out
+
+
+# raw/rvp_judge_packets: one row per packet written
+PACKETS_SCHEMA = pa.schema([
+    ("system", pa.string()), ("case_id", pa.string()), ("evaluation_id", pa.string()),
+    ("role", pa.string()), path_field("packet_path"), ("packet_fingerprint", pa.string()),
+    ("n_evidence", pa.int32()), ("prompt_version", pa.string()), ("prompt_source", pa.string()),
+    ("gt_fingerprint", pa.string()), ("gt_cached", pa.bool_()),
+])

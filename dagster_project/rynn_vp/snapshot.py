@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+
 from dagster_project.hub import download_dataset, parse_hub_uri
+from dagster_project.tables import path_field
 
 # The card's metadata-only download ("tasks and annotations initially"), plus SHA256SUMS.txt:
 # it is tiny, and without it the downloaded files could not be verified.
@@ -40,3 +43,19 @@ def acquire_snapshot(source: str, media_mode: str, hub_cache: Path) -> Snapshot:
     patterns = METADATA_ALLOW_PATTERNS if media_mode == "metadata" else None
     path, sha = download_dataset(ref, hub_cache, allow_patterns=patterns)
     return Snapshot(source, str(path), ref.repo_id, ref.revision, sha, media_mode)
+
+
+# raw/rvp_snapshot: one row, the acquired snapshot
+SNAPSHOT_SCHEMA = pa.schema([
+    path_field("source"), path_field("local_path"), ("hub_repo_id", pa.string()),
+    ("requested_revision", pa.string()), ("resolved_revision", pa.string()),
+    ("media_mode", pa.string()),
+])
+
+
+def snapshot_root(home: Path) -> tuple[Path, str]:
+    """(local folder, media mode) of the acquired snapshot, as raw/rvp_snapshot recorded it."""
+    from dagster_project.tables import read_table, table_path
+
+    row = read_table(table_path(home, "rvp_snapshot"), home).to_pylist()[0]
+    return Path(row["local_path"]), row["media_mode"]

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from dagster_project.dropfolder import read_records
 
 # A long chain of thought is tens of KB: a record over 4 MB is a runaway, refused alone.
@@ -110,3 +112,15 @@ def read_responses(files: Sequence[ResponseFile], known_uids: Mapping[str, str]
                              "file_version": f.version, "line": line})
     res.rows.sort(key=lambda r: (r["run_id"], r["step"], r["uid"], r["sample_idx"]))
     return res
+
+
+# raw/vv_responses and raw/vv_response_rejects: what read_responses accepts and refuses
+RESPONSES_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("step", pa.int64()), ("uid", pa.string()),
+    ("data_source", pa.string()), ("sample_idx", pa.int64()), ("response", pa.string()),
+    ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int64()),
+])
+RESPONSE_REJECTS_SCHEMA = pa.schema([
+    ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int64()),
+    ("reason", pa.string()), ("raw", pa.string()),
+])

@@ -60,6 +60,7 @@ from functools import lru_cache
 from typing import Literal, NamedTuple
 
 import polars as pl
+import pyarrow as pa
 
 MIN_THINK_CHARS = 100
 
@@ -658,3 +659,13 @@ def _fallback_of_block(block: str | None, option_letters: str) -> str | None:
     """fallback_letter of a response whose think-stripped text is "<answer>block</answer>"."""
     assert block is not None  # only lane-T blocks come here
     return fallback_letter(f"{ANSWER_OPEN}{block}{ANSWER_CLOSE}", option_letters)
+
+
+# raw/vv_scored_responses: score_frame's rows, one per response
+SCORED_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("step", pa.int64()), ("uid", pa.string()),
+    ("sample_idx", pa.int64()), ("data_source", pa.string()), ("option_letters", pa.string()),
+    ("ground_truth", pa.string()), ("extracted", pa.string()),
+    ("extraction_method", pa.string()), ("correct", pa.bool_()), ("format_card", pa.bool_()),
+    ("format_exact", pa.bool_()),
+])

@@ -1,93 +1,108 @@
-"""Rynn-VP ingestion: snapshot → checksums → media probe → cases and intervals.
+"""Rynn-VP assets: snapshot → checksums → media → cases and intervals → candidates → evidence
+(per case) → GT fingerprints → judgment records → judge packets.
 
-Each asset writes its own Parquet under `$BENCHLAKE_HOME/tables/` (named after the asset) and its
-refusals under `tables/rvp_rejects/<asset>.parquet`; the SQL in `sql/rynn_vp/` does the rest.
+Each asset `raw/<table>` writes `tables/raw/<table>.parquet` (refusals under
+`tables/raw/rvp_rejects/<stage>.parquet`); the logic lives in `dagster_project/rynn_vp/`, the
+views over these tables in `sql/models/rynn_vp/`. Only the evidence reads a view: the Done rule
+and the clamping of `rvp_intervals`, which it declares as a dependency.
 """
 
-
 import dataclasses
-from concurrent.futures import ThreadPoolExecutor
+import os
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import dagster as dg
-import pyarrow as pa
 import pyarrow.parquet as pq
-from PIL import Image
+from tqdm import tqdm
 
-from dagster_project.checksums import (
+from dagster_project.defs.resources import (
+    BenchlakeSettings,
+    partition_metadata,
+    raw_key,
+    write_and_describe,
+)
+from dagster_project.dropfolder import VERSIONS_SCHEMA, archive_versions, versions_of
+from dagster_project.partitions import RVP_CASE_PARTITIONS, rvp_case_keys
+from dagster_project.rynn_vp.candidates import CANDIDATES_SCHEMA, scan_candidates
+from dagster_project.rynn_vp.checksums import (
+    CHECKSUMS_SCHEMA,
     ManifestError,
     ManifestProblem,
+    case_of,
     hash_progress_bar,
     manifest_total_bytes,
     parse_sha256sums,
     verify_snapshot,
 )
-from dagster_project.demo import ensure_rynn_vp_demo
-from dagster_project.media.probe import probe_video
-from dagster_project.resources import BenchlakeSettings, write_and_describe
-from dagster_project.rynn_vp.ingest import MEDIA_FILES, list_case_dirs, read_case
-from dagster_project.rynn_vp.snapshot import acquire_snapshot
-from dagster_project.tables import Reject, path_field, rejects_table, rows_to_table, write_table
+from dagster_project.rynn_vp.evidence import EVIDENCE_TABLES, CaseInputs, build_case_evidence
+from dagster_project.rynn_vp.fingerprint import (
+    FINGERPRINTS_SCHEMA,
+    GT_INPUT_FILES,
+    gt_fingerprint,
+)
+from dagster_project.rynn_vp.ingest import (
+    CASES_SCHEMA,
+    INTERVALS_SCHEMA,
+    MEDIA_FILES,
+    MEDIA_SCHEMA,
+    list_case_dirs,
+    probe_case,
+    read_case,
+)
+from dagster_project.rynn_vp.judgments import (
+    JUDGMENT_TABLES,
+    CandidateInfo,
+    CaseInfo,
+    EvalContext,
+    SourceFile,
+    ingest,
+)
+from dagster_project.rynn_vp.packets import (
+    PACKET_INPUTS,
+    PACKETS_SCHEMA,
+    build_packets,
+    load_prompts,
+)
+from dagster_project.rynn_vp.snapshot import SNAPSHOT_SCHEMA, acquire_snapshot, snapshot_root
+from dagster_project.status import mark_written
+from dagster_project.tables import (
+    Reject,
+    connect_raw,
+    rejects_table,
+    rows_to_table,
+    stored_path,
+    table_path,
+    write_table,
+)
+from dagster_project.warehouse.views import connect
 
 GROUP = "rynn_vp"
 
-SNAPSHOT_SCHEMA = pa.schema([
-    path_field("source"), path_field("local_path"), ("hub_repo_id", pa.string()),
-    ("requested_revision", pa.string()), ("resolved_revision", pa.string()),
-    ("media_mode", pa.string()),
-])
-CHECKSUMS_SCHEMA = pa.schema([
-    ("rel_path", pa.string()), ("case_id", pa.string()), ("size_bytes", pa.int64()),
-    ("expected_sha256", pa.string()), ("actual_sha256", pa.string()), ("status", pa.string()),
-])
-MEDIA_SCHEMA = pa.schema([
-    ("case_id", pa.string()), ("source_file", pa.string()), ("ok", pa.bool_()),
-    ("error", pa.string()), ("codec", pa.string()), ("width", pa.int32()),
-    ("height", pa.int32()), ("fps", pa.float64()), ("duration_s", pa.float64()),
-    ("frame_count", pa.int64()), ("first_frame_s", pa.float64()),
-    ("last_frame_s", pa.float64()), ("first_frame_decodes", pa.bool_()),
-    ("last_frame_decodes", pa.bool_()), ("size_bytes", pa.int64()),
-    ("initial_width", pa.int32()), ("initial_height", pa.int32()),
-    ("initial_size_bytes", pa.int64()),
-])
-CASES_SCHEMA = pa.schema([
-    ("case_id", pa.string()), ("instruction", pa.string()), ("source_group", pa.string()),
-    ("scene", pa.string()), ("room_id", pa.string()), ("room_no", pa.int32()),
-    ("task_no", pa.int32()), ("variant_no", pa.int32()), ("instance_no", pa.int32()),
-    ("annotation_task_raw", pa.string()), ("annotation_task_normalized", pa.string()),
-    ("annotation_video", pa.string()), ("has_explicit_plan", pa.bool_()),
-    ("plan", pa.list_(pa.string())), ("n_intervals", pa.int32()),
-])
-INTERVALS_SCHEMA = pa.schema([
-    ("case_id", pa.string()), ("ordinal", pa.int32()), ("interval", pa.string()),
-    ("start_s", pa.float64()), ("end_s", pa.float64()), ("label", pa.string()),
-])
 
+def _demo():
+    """The demo generator, imported only when a source is left at its demo default."""
+    import benchlake_demo
 
-def _case_of(rel_path: str) -> str | None:
-    parts = rel_path.split("/")
-    return parts[1] if len(parts) >= 3 and parts[0] == "cases" else None
-
-
-def snapshot_root(benchlake: BenchlakeSettings) -> tuple[Path, str]:
-    """(local folder, media mode) of the acquired snapshot, as `rvp_snapshot` recorded it."""
-    row = benchlake.read("rvp_snapshot").to_pylist()[0]
-    return Path(row["local_path"]), row["media_mode"]
+    return benchlake_demo
 
 
 def _write_rejects(benchlake: BenchlakeSettings, stage: str, rejects: list[Reject]) -> int:
-    write_table(rejects_table(rejects), benchlake.settings().tables_dir / "rvp_rejects"
-                / f"{stage}.parquet")
+    write_table(rejects_table(rejects), benchlake.table_path("rvp_rejects", stage))
     return len(rejects)
 
 
-@dg.asset(group_name=GROUP, kinds={"parquet"})
+# --- ingestion ---------------------------------------------------------------------------------
+
+
+@dg.asset(key=raw_key("rvp_snapshot"), group_name=GROUP, kinds={"parquet"})
 def rvp_snapshot(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """The Rynn-VP snapshot to read: a local folder or `hf://datasets/<repo>@<rev>` (downloaded
     with huggingface_hub, limited to metadata when RYNN_VP_MEDIA=metadata). Records the source
     and the revision actually resolved."""
     s = benchlake.settings()
-    ensure_rynn_vp_demo(s)
+    if s.uses_demo_rynn_vp():
+        _demo().ensure_rynn_vp_demo(s)
     snap = acquire_snapshot(s.rynn_vp_source_or_demo(), s.rynn_vp_media, s.hub_cache_dir)
     context.log.info(f"snapshot at {snap.local_path} (revision {snap.resolved_revision})")
     table = rows_to_table([dataclasses.asdict(snap)], SNAPSHOT_SCHEMA)
@@ -95,11 +110,12 @@ def rvp_snapshot(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
                               resolved_revision=snap.resolved_revision or "local folder")
 
 
-@dg.asset(group_name=GROUP, kinds={"parquet"}, deps=[rvp_snapshot])
+@dg.asset(key=raw_key("rvp_checksums"), group_name=GROUP, kinds={"parquet"},
+          deps=[rvp_snapshot])
 def rvp_checksums(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Every file of the snapshot against SHA256SUMS.txt (streamed, in parallel, with a progress
     bar): ok, mismatch, missing, not_downloaded (metadata mode) or unlisted."""
-    root, media_mode = snapshot_root(benchlake)
+    root, media_mode = snapshot_root(benchlake.settings().home)
 
     def absent_ok(rel: str) -> bool:
         return media_mode == "metadata" and rel.rsplit("/", 1)[-1] in MEDIA_FILES
@@ -121,9 +137,7 @@ def rvp_checksums(context: dg.AssetExecutionContext, benchlake: BenchlakeSetting
         context.log.error(str(exc))
         rejects.append(Reject("SHA256SUMS.txt", str(exc), None, "rvp_checksums"))
         statuses = []
-    rows = [
-        {**dataclasses.asdict(st), "case_id": _case_of(st.rel_path)} for st in statuses
-    ]
+    rows = [{**dataclasses.asdict(st), "case_id": case_of(st.rel_path)} for st in statuses]
     reasons = {
         "mismatch": "SHA-256 differs from SHA256SUMS.txt",
         "missing": "listed in SHA256SUMS.txt but missing",
@@ -137,81 +151,47 @@ def rvp_checksums(context: dg.AssetExecutionContext, benchlake: BenchlakeSetting
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
-    table = rows_to_table(rows, CHECKSUMS_SCHEMA)
-    return write_and_describe(benchlake, "rvp_checksums", table,
+    return write_and_describe(benchlake, "rvp_checksums", rows_to_table(rows, CHECKSUMS_SCHEMA),
                               status_counts=dg.MetadataValue.json(counts),
                               manifest_found=not any(r.source_file == "SHA256SUMS.txt"
                                                      for r in rejects),
                               rejects=n_rejects)
 
 
-def _probe_case(case_dir: Path, root: Path) -> tuple[dict | None, list[Reject]]:
-    case_id = case_dir.name
-    rel = f"cases/{case_id}"
-    video, image = case_dir / "gt.mp4", case_dir / "initial.png"
-    if not video.exists() and not image.exists():
-        return None, []  # metadata-only snapshot, or a missing file rvp_cases reports
-    rejects: list[Reject] = []
-    row: dict = {"case_id": case_id, "source_file": f"{rel}/gt.mp4", "ok": False}
-    if video.exists():
-        probe = probe_video(video)
-        row.update({
-            "ok": probe.ok, "error": probe.error, "codec": probe.codec, "width": probe.width,
-            "height": probe.height, "fps": probe.fps, "duration_s": probe.metadata_duration_s,
-            "frame_count": probe.frame_count, "first_frame_s": probe.first_frame_s,
-            "last_frame_s": probe.last_frame_s, "first_frame_decodes": probe.first_frame_decodes,
-            "last_frame_decodes": probe.last_frame_decodes, "size_bytes": probe.size_bytes,
-        })
-        if not probe.ok:
-            rejects.append(Reject(f"{rel}/gt.mp4", f"video probe failed: {probe.error}",
-                                  case_id, "rvp_media"))
-    if image.exists():
-        try:
-            with Image.open(image) as im:
-                im.load()  # a full decode: the card says every initial image was decoded
-                row.update(initial_width=im.width, initial_height=im.height,
-                           initial_size_bytes=image.stat().st_size)
-        except (OSError, SyntaxError, ValueError) as exc:
-            row["ok"] = False
-            rejects.append(Reject(f"{rel}/initial.png", f"image does not decode: {exc}",
-                                  case_id, "rvp_media"))
-    return row, rejects
-
-
-@dg.asset(group_name=GROUP, kinds={"parquet"}, deps=[rvp_checksums])
+@dg.asset(key=raw_key("rvp_media"), group_name=GROUP, kinds={"parquet"}, deps=[rvp_checksums])
 def rvp_media(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """A PyAV probe of every gt.mp4 without a full decode (metadata duration, decodable range,
     fps, frame count, size, codec, first/last frame decode) and the size of initial.png."""
-    root, _ = snapshot_root(benchlake)
+    root, _ = snapshot_root(benchlake.settings().home)
     rows, rejects = [], []
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for row, rej in pool.map(lambda d: _probe_case(d, root), list_case_dirs(root)):
+        for row, rej in pool.map(probe_case, list_case_dirs(root)):
             if row is not None:
                 rows.append(row)
             rejects.extend(rej)
     _write_rejects(benchlake, "rvp_media", rejects)
-    table = rows_to_table(rows, MEDIA_SCHEMA)
-    return write_and_describe(benchlake, "rvp_media", table, rejects=len(rejects))
+    return write_and_describe(benchlake, "rvp_media", rows_to_table(rows, MEDIA_SCHEMA),
+                              rejects=len(rejects))
 
 
 @dg.multi_asset(
     group_name=GROUP,
     specs=[
-        dg.AssetSpec("rvp_cases", deps=["rvp_checksums", "rvp_media"], kinds={"parquet"},
+        dg.AssetSpec(raw_key("rvp_cases"), deps=[rvp_checksums, rvp_media], kinds={"parquet"},
                      description="Accepted cases: the case id parsed, the instruction, the "
                      "annotation task raw and normalized, the explicit plan if any."),
-        dg.AssetSpec("rvp_intervals", deps=["rvp_checksums", "rvp_media"], kinds={"parquet"},
+        dg.AssetSpec(raw_key("rvp_intervals"), deps=[rvp_checksums, rvp_media],
+                     kinds={"parquet"},
                      description="Planning intervals of accepted cases in JSON order."),
     ],
 )
 def rvp_cases_and_intervals(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Parses every case folder. A case with any problem here, a failed checksum, or media that
     does not decode is left out whole; each problem is in rvp_rejects."""
-    root, media_mode = snapshot_root(benchlake)
-    tables = benchlake.settings().tables_dir
+    root, media_mode = snapshot_root(benchlake.settings().home)
     bad_elsewhere = set()
     for stage in ("rvp_checksums", "rvp_media"):
-        for r in pq.read_table(tables / "rvp_rejects" / f"{stage}.parquet").to_pylist():
+        for r in pq.read_table(benchlake.table_path("rvp_rejects", stage)).to_pylist():
             bad_elsewhere.add(r["case_id"])
     cases, intervals, rejects = [], [], []
     for case_dir in list_case_dirs(root):
@@ -224,11 +204,220 @@ def rvp_cases_and_intervals(context: dg.AssetExecutionContext, benchlake: Benchl
         context.log.warning(f"no case of {root} was accepted; see rvp_rejects")
     _write_rejects(benchlake, "rvp_cases", rejects)
     yield write_and_describe(benchlake, "rvp_cases", rows_to_table(cases, CASES_SCHEMA),
-                             asset_key="rvp_cases", rejects=len(rejects),
+                             rejects=len(rejects),
                              excluded_by_other_stages=len(bad_elsewhere - {None}))
-    yield write_and_describe(benchlake, "rvp_intervals", rows_to_table(intervals, INTERVALS_SCHEMA),
-                             asset_key="rvp_intervals")
+    yield write_and_describe(benchlake, "rvp_intervals",
+                             rows_to_table(intervals, INTERVALS_SCHEMA))
 
 
-TABLE_KEYS = [dg.AssetKey(k) for k in
-              ("rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases", "rvp_intervals")]
+# --- candidates and evidence -------------------------------------------------------------------
+
+
+@dg.asset(key=raw_key("rvp_candidates"), group_name=GROUP, kinds={"parquet"},
+          deps=[raw_key("rvp_cases")])
+def rvp_candidates(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
+    """Candidates found under CANDIDATES_DIR: `<system>/<case_id>/candidate.mp4` (video) or
+    `<system>/<case_id>/steps/<step_id>.(png|jpg)` (ordered images), with fingerprints,
+    durations / step counts; every other file there is a reject with its reason."""
+    s = benchlake.settings()
+    if s.uses_demo_candidates():
+        _demo().ensure_candidates_demo(s)
+    root = s.open_drop_folder("CANDIDATES_DIR")
+    rows, rejects = scan_candidates(root, set(rvp_case_keys(s)))
+    _write_rejects(benchlake, "rvp_candidates", rejects)
+    return write_and_describe(benchlake, "rvp_candidates", rows_to_table(rows, CANDIDATES_SCHEMA),
+                              systems=len({r["system"] for r in rows}), rejects=len(rejects))
+
+
+def _case_inputs(benchlake: BenchlakeSettings, case_ids: list[str]) -> list[CaseInputs]:
+    """Each case's inputs: its files and digests, its candidates, and its intervals with the Done
+    rule and the clamped extraction times of the `rvp_intervals` view (the rule lives there)."""
+    home = benchlake.settings().home
+    con, _ = connect(home, only={"rvp_intervals"})
+    root, _ = snapshot_root(home)
+    sums = {r["rel_path"]: r["actual_sha256"] for r in benchlake.read("rvp_checksums").to_pylist()}
+    media = {r["case_id"]: (r["first_frame_s"], r["last_frame_s"])
+             for r in benchlake.read("rvp_media").to_pylist() if r["ok"]}
+    cand = benchlake.read("rvp_candidates").to_pylist()
+    out = []
+    for case_id in case_ids:
+        if case_id not in media:
+            continue  # not an accepted case with media (metadata-only snapshot, or rejected)
+        cur = con.execute("SELECT ordinal, \"interval\", end_s, label, is_done_label "
+                          "FROM rvp_intervals WHERE case_id = ? ORDER BY ordinal", [case_id])
+        cols = [d[0] for d in cur.description]
+        intervals = [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+        rel = f"cases/{case_id}"
+        out.append(CaseInputs(
+            case_id=case_id, initial_png=str(root / rel / "initial.png"),
+            initial_sha256=sums.get(f"{rel}/initial.png"), gt_mp4=str(root / rel / "gt.mp4"),
+            gt_sha256=sums.get(f"{rel}/gt.mp4"), first_frame_s=media[case_id][0],
+            last_frame_s=media[case_id][1], intervals=intervals,
+            candidates=[c for c in cand if c["case_id"] == case_id]))
+    return out
+
+
+def _build_and_write(inp: CaseInputs, home: str, run_id: str) -> dict[str, int]:
+    """One case, in a worker process: extract, then write its three tables and rejects."""
+    from dagster_project.settings import Settings
+
+    s = Settings(home=Path(home))
+    out = build_case_evidence(inp, s.evidence_dir / inp.case_id)
+    for (table, schema), key in zip(EVIDENCE_TABLES.items(),
+                                    ("frames", "storyboards", "evaluations"), strict=True):
+        write_table(rows_to_table(out[key], schema), table_path(s.home, table, inp.case_id),
+                    home=s.home)
+        mark_written(s.home, table, inp.case_id, run_id, len(out[key]))
+    write_table(rejects_table(Reject(stored_path(r["source_file"], s.home) or "", r["reason"],
+                                     r["case_id"], r["stage"]) for r in out["rejects"]),
+                table_path(s.home, "rvp_rejects", f"rvp_evidence/{inp.case_id}"))
+    return {k: len(v) for k, v in out.items()}
+
+
+_EVIDENCE_KEY = {"rvp_evidence_frames": "frames", "rvp_storyboards": "storyboards",
+                 "rvp_evaluations": "evaluations"}
+
+
+@dg.multi_asset(
+    group_name=GROUP,
+    partitions_def=RVP_CASE_PARTITIONS,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    specs=[
+        dg.AssetSpec(raw_key("rvp_evidence_frames"), kinds={"parquet"}, skippable=True,
+                     deps=[raw_key("rvp_cases"), raw_key("rvp_media"), raw_key("rvp_checksums"),
+                           raw_key("rvp_candidates"), dg.AssetKey("rvp_intervals")],
+                     description="Every source frame a judge sees, with provenance: S0, GT "
+                     "anchors, candidate panels or steps."),
+        dg.AssetSpec(raw_key("rvp_storyboards"), kinds={"parquet"}, skippable=True,
+                     deps=[raw_key("rvp_candidates")],
+                     description="Five 2x3 storyboards of the 30 panels per video candidate."),
+        dg.AssetSpec(raw_key("rvp_evaluations"), kinds={"parquet"}, skippable=True,
+                     deps=[raw_key("rvp_candidates")],
+                     description="One row per evaluation: clip boundaries, truncation, steps "
+                     "shown, evidence gaps, extra evidence."),
+    ],
+)
+def rvp_evidence(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
+    """The card's evidence policy per case (≤ 50 source frames per evaluation). Each case is its
+    own partition with its own counts and preview."""
+    s = benchlake.settings()
+    inputs = _case_inputs(benchlake, list(context.partition_keys))
+    workers = min(2, os.cpu_count() or 1, max(1, len(inputs)))
+    with ProcessPoolExecutor(max_workers=workers) as pool, tqdm(
+            total=len(inputs), desc="evidence frames", unit="case", disable=None) as bar:
+        for inp, counts in zip(inputs, pool.map(_build_and_write, inputs,
+                                                [str(s.home)] * len(inputs),
+                                                [context.run.run_id] * len(inputs)),
+                               strict=True):
+            for table, key in _EVIDENCE_KEY.items():
+                yield dg.AssetMaterialization(
+                    asset_key=raw_key(table), partition=inp.case_id,
+                    metadata=partition_metadata(s.home, table, inp.case_id, counts[key]))
+            bar.update(1)
+
+
+# --- judging -----------------------------------------------------------------------------------
+
+
+@dg.asset(key=raw_key("rvp_gt_fingerprints"), group_name=GROUP, kinds={"parquet"},
+          deps=[raw_key("rvp_checksums"), raw_key("rvp_cases")])
+def rvp_gt_fingerprints(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
+    """The GT compilation cache key of every accepted case: SHA-256 over the digests of its four
+    files and the prompt version in effect (the Skill's prompts if the snapshot has them, else
+    the project's templates)."""
+    home = benchlake.settings().home
+    prompts = load_prompts(snapshot_root(home)[0])
+    digests: dict[str, dict[str, str]] = {}
+    for r in benchlake.read("rvp_checksums").to_pylist():
+        if r["case_id"] is not None:
+            # metadata-only snapshots have no media bytes: the published digest stands in
+            name = r["rel_path"].rsplit("/", 1)[-1]
+            digests.setdefault(r["case_id"], {})[name] = r["actual_sha256"] or r["expected_sha256"]
+    rows = []
+    for case_id in sorted(benchlake.read("rvp_cases", ["case_id"]).column(0).to_pylist()):
+        d = digests.get(case_id, {})
+        if not all(d.get(n) for n in GT_INPUT_FILES):
+            continue
+        rows.append({"case_id": case_id, "fingerprint": gt_fingerprint(d, prompts.version),
+                     "prompt_version": prompts.version, "prompt_source": prompts.source,
+                     **{f"{n.replace('.', '_')}_sha256": d[n] for n in GT_INPUT_FILES}})
+    return write_and_describe(benchlake, "rvp_gt_fingerprints",
+                              rows_to_table(rows, FINGERPRINTS_SCHEMA),
+                              prompt_version=prompts.version, prompt_source=prompts.source)
+
+
+_CONTEXT_INPUTS = ("rvp_cases", "rvp_intervals", "rvp_candidates", "rvp_evidence_frames",
+                   "rvp_storyboards", "rvp_gt_fingerprints")
+
+
+def _context(benchlake: BenchlakeSettings) -> EvalContext:
+    """What a judgment is checked against: the raw tables it names."""
+    con = connect_raw(benchlake.settings().home, _CONTEXT_INPUTS)
+    cases = {}
+    for case_id, plan in con.execute("SELECT case_id, has_explicit_plan FROM raw.rvp_cases"
+                                     ).fetchall():
+        cases[case_id] = [plan, set()]
+    for case_id, interval in con.execute("SELECT case_id, \"interval\" FROM raw.rvp_intervals"
+                                         ).fetchall():
+        cases[case_id][1].add(interval)
+    candidates = {
+        (s, c): CandidateInfo(m, frozenset(steps or []))
+        for s, c, m, steps in con.execute(
+            "SELECT system, case_id, modality, step_ids FROM raw.rvp_candidates").fetchall()}
+    evidence: dict[str, set[str]] = {}
+    for ev, eid in con.execute("SELECT evaluation_id, evidence_id FROM raw.rvp_evidence_frames "
+                               "UNION ALL SELECT evaluation_id, evaluation_id || '#SB' || "
+                               "storyboard_no FROM raw.rvp_storyboards").fetchall():
+        evidence.setdefault(ev, set()).add(eid)
+    prints = dict(con.execute("SELECT case_id, fingerprint FROM raw.rvp_gt_fingerprints"
+                              ).fetchall())
+    return EvalContext(
+        systems=frozenset(s for s, _ in candidates),
+        cases={c: CaseInfo(bool(p), frozenset(i)) for c, (p, i) in cases.items()},
+        candidates=candidates,
+        evidence_ids={k: frozenset(v) for k, v in evidence.items()},
+        gt_fingerprints=prints,
+    )
+
+
+JUDGMENT_RECORD_TABLES = {"rvp_judgment_files": VERSIONS_SCHEMA, **JUDGMENT_TABLES}
+
+
+@dg.multi_asset(
+    group_name=GROUP,
+    specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"},
+                        deps=[raw_key(t) for t in _CONTEXT_INPUTS])
+           for name in JUDGMENT_RECORD_TABLES],
+)
+def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
+    """Reads every version of every file in JUDGMENTS_DIR: judgment records (validated; the final
+    attempt per system/case/judge run chosen; the rest kept for audit), their hallucinations,
+    recorded GT compilations (gt_compilations/), the stages each evaluation ran, and every
+    refused record with its file, line, reason and raw text."""
+    s = benchlake.settings()
+    if s.uses_demo_judgments():
+        _demo().ensure_judgments_demo(s)
+    root = s.open_drop_folder("JUDGMENTS_DIR")
+    versions = archive_versions(s.archive_dir / "judgments", root,
+                                benchlake.table_path("rvp_judgment_files"), s.home)
+    files = [SourceFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
+             for v in versions_of(versions, root)]
+    result = ingest(files, _context(benchlake))
+    tables = {"rvp_judgment_files": versions, "rvp_judgments": result.judgments,
+              "rvp_hallucinations": result.hallucinations,
+              "rvp_judgment_rejects": result.rejects,
+              "rvp_gt_compilations": result.gt_compilations, "rvp_stages": result.stages}
+    for name, schema in JUDGMENT_RECORD_TABLES.items():
+        extra = {"duplicates_ignored": result.duplicates} if name == "rvp_judgments" else {}
+        yield write_and_describe(benchlake, name, rows_to_table(tables[name], schema), **extra)
+
+
+@dg.asset(key=raw_key("rvp_judge_packets"), group_name=GROUP, kinds={"parquet", "json"},
+          deps=[raw_key(t) for t in PACKET_INPUTS])
+def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
+    """One packet per (system, case, role) for the five candidate roles, and one GT compilation
+    packet per case: JSON plus the evidence files it names, under `$BENCHLAKE_HOME/packets/`."""
+    s = benchlake.settings()
+    rows = build_packets(s.home, s.packets_dir, snapshot_root(s.home)[0])
+    return write_and_describe(benchlake, "rvp_judge_packets", rows_to_table(rows, PACKETS_SCHEMA),
+                              packets_dir=dg.MetadataValue.path(str(s.packets_dir)))

@@ -4,10 +4,11 @@
 import dagster as dg
 import polars as pl
 
-from dagster_project.resources import BenchlakeSettings
+from dagster_project.defs.resources import BenchlakeSettings, raw_key
+from dagster_project.rynn_vp.evidence import MAX_SOURCE_FRAMES
 
 
-@dg.asset_check(asset="rvp_checksums", blocking=True)
+@dg.asset_check(asset=raw_key("rvp_checksums"), blocking=True)
 def rvp_checksums_verified(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
     """Every file listed in SHA256SUMS.txt is present with its digest, and nothing is unlisted.
 
@@ -31,7 +32,7 @@ def rvp_checksums_verified(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
     )
 
 
-@dg.asset_check(asset="rvp_intervals")
+@dg.asset_check(asset=raw_key("rvp_intervals"))
 def rvp_intervals_per_case_in_range(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
     """The card's range: every case has 6 to 24 planning intervals (WARN otherwise)."""
     df = pl.read_parquet(benchlake.table_path("rvp_intervals"))
@@ -45,7 +46,7 @@ def rvp_intervals_per_case_in_range(benchlake: BenchlakeSettings) -> dg.AssetChe
     )
 
 
-@dg.asset_check(asset="rvp_media")
+@dg.asset_check(asset=raw_key("rvp_media"))
 def rvp_media_decodes_at_both_ends(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
     """Like the release's staging: the first and last frame of every GT video decode."""
     df = pl.read_parquet(benchlake.table_path("rvp_media"))
@@ -58,3 +59,16 @@ def rvp_media_decodes_at_both_ends(benchlake: BenchlakeSettings) -> dg.AssetChec
                       f"- `{c}`: {e}" for c, e in bad.select("case_id", "error").iter_rows()
                   ) or "-")},
     )
+
+
+@dg.asset_check(asset=raw_key("rvp_evaluations"), blocking=True)
+def rvp_evidence_within_budget(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
+    """No evaluation uses more than the card's 50 source frames."""
+    from dagster_project.tables import connect_raw
+
+    con = connect_raw(benchlake.settings().home, ["rvp_evaluations"])
+    over, worst = con.execute(
+        f"SELECT count(*) FILTER (WHERE n_source_frames > {MAX_SOURCE_FRAMES}), "
+        "max(n_source_frames) FROM raw.rvp_evaluations").fetchone()
+    return dg.AssetCheckResult(passed=not over, metadata={"max_source_frames": worst or 0,
+                                                          "over_budget": over})

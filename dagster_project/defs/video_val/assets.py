@@ -1,89 +1,76 @@
-"""videorl-video-val ingestion: parquets → questions (remapped video paths) → video probes →
-the frame plan qwen-vl-utils 0.0.14 would compute.
+"""videorl-video-val assets: parquets → questions (remapped video paths) → video probes → the
+frame plan qwen-vl-utils 0.0.14 would compute → the planned frames (per data_source); and
+RESPONSES_DIR → responses → scored responses.
 
+Each asset `raw/<table>` writes `tables/raw/<table>.parquet`; the logic lives in
+`dagster_project/video_val/`, the views (scores, breakdowns, policies) in `sql/models/video_val/`.
 The source parquets are only read, never modified: the remapped paths are new columns.
 """
 
-from concurrent.futures import ThreadPoolExecutor
+import os
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import dagster as dg
-import pyarrow as pa
+import polars as pl
+from tqdm import tqdm
 
-from dagster_project.demo import ensure_video_val_demo
-from dagster_project.frame_plan import plan_video
-from dagster_project.media.probe import probe_video
-from dagster_project.resources import BenchlakeSettings, write_and_describe
-from dagster_project.tables import path_field, rows_to_table, write_table
+from dagster_project.defs.resources import (
+    BenchlakeSettings,
+    partition_metadata,
+    raw_key,
+    record_written,
+    write_and_describe,
+)
+from dagster_project.dropfolder import VERSIONS_SCHEMA, archive_versions, versions_of
+from dagster_project.partitions import VV_SOURCE_PARTITIONS
+from dagster_project.tables import connect_raw, rows_to_table, stored_path, write_table
+from dagster_project.video_val.frame_plan import FRAME_PLAN_SCHEMA, plan_video
+from dagster_project.video_val.frames import VV_FRAMES_SCHEMA, extract_video
 from dagster_project.video_val.read import (
+    QUESTIONS_SCHEMA,
+    VAL_REJECTS_SCHEMA,
     inside_roots,
     parse_prefix_map,
     read_val_parquet,
     remap_uri,
     video_roots,
 )
+from dagster_project.video_val.responses import (
+    RESPONSE_REJECTS_SCHEMA,
+    RESPONSES_SCHEMA,
+    ResponseFile,
+    read_responses,
+)
 from dagster_project.video_val.schema import SOURCES
-from dagster_project.video_val.source import acquire_val_source
+from dagster_project.video_val.scoring import SCORED_SCHEMA, score_frame
+from dagster_project.video_val.source import SOURCE_SCHEMA, acquire_val_source
+from dagster_project.video_val.videos import VIDEOS_SCHEMA, probe_row
 
 GROUP = "video_val"
 
-SOURCE_SCHEMA = pa.schema([
-    path_field("source"), path_field("local_path"), ("hub_repo_id", pa.string()),
-    ("requested_revision", pa.string()), ("resolved_revision", pa.string()),
-    ("file_name", pa.string()), ("data_source", pa.string()), path_field("file_path"),
-])
-OPTION = pa.struct([("letter", pa.string()), ("text", pa.string())])
-QUESTIONS_SCHEMA = pa.schema([
-    ("uid", pa.string()), ("data_source", pa.string()), ("row_index", pa.int64()),
-    ("question", pa.string()), ("option_letters", pa.string()), ("options", pa.list_(OPTION)),
-    ("n_options", pa.int32()), ("ground_truth", pa.string()), ("reward_style", pa.string()),
-    ("ability", pa.string()), ("system_prompt", pa.string()), ("user_prompt", pa.string()),
-    ("reward_type", pa.string()), ("answer", pa.string()), ("task", pa.string()),
-    ("category", pa.string()), ("question_type", pa.string()), ("subject", pa.string()),
-    ("source_id", pa.string()), ("video_uri", pa.string()), path_field("video_path"),
-    ("prefix_matched", pa.bool_()), ("video_in_roots", pa.bool_()),
-    ("video_exists", pa.bool_()), ("fps", pa.float64()),
-    ("max_frames", pa.int64()), ("min_pixels", pa.int64()), ("max_pixels", pa.int64()),
-    ("source_file", pa.string()), ("source_fingerprint", pa.string()),
-    ("extra_columns", pa.string()),
-])
-VAL_REJECTS_SCHEMA = pa.schema([
-    ("source_file", pa.string()), ("row_index", pa.int64()), ("uid", pa.string()),
-    ("action", pa.string()), ("reason", pa.string()), ("raw", pa.string()),
-])
-VIDEOS_SCHEMA = pa.schema([
-    path_field("video_path"), ("n_rows", pa.int64()), ("ok", pa.bool_()),
-    ("error", pa.string()), ("codec", pa.string()), ("width", pa.int32()),
-    ("height", pa.int32()), ("fps", pa.float64()), ("duration_s", pa.float64()),
-    ("frame_count", pa.int64()), ("first_frame_s", pa.float64()),
-    ("last_frame_s", pa.float64()), ("first_frame_decodes", pa.bool_()),
-    ("last_frame_decodes", pa.bool_()), ("size_bytes", pa.int64()),
-])
-FRAME_PLAN_SCHEMA = pa.schema([
-    path_field("video_path"), ("fps", pa.float64()), ("max_frames", pa.int64()),
-    ("min_pixels", pa.int64()), ("max_pixels", pa.int64()), ("patch_size", pa.int32()),
-    ("total_frames", pa.int64()), ("video_fps", pa.float64()), ("height", pa.int32()),
-    ("width", pa.int32()), ("nframes", pa.int64()), ("frame_indices", pa.list_(pa.int64())),
-    ("sample_fps", pa.float64()), ("resized_height", pa.int32()),
-    ("resized_width", pa.int32()), ("max_pixels_used", pa.float64()), ("error", pa.string()),
-])
 
+def _demo():
+    """The demo generator, imported only when a source is left at its demo default."""
+    import benchlake_demo
 
+    return benchlake_demo
 
 
 def _write_val_rejects(benchlake: BenchlakeSettings, stage: str, rejects: list[dict]) -> None:
     rows = sorted(rejects, key=lambda r: (r["source_file"] or "", r["row_index"] or -1,
                                           r["reason"]))
     write_table(rows_to_table(rows, VAL_REJECTS_SCHEMA),
-                benchlake.settings().tables_dir / "vv_rejects" / f"{stage}.parquet")
+                benchlake.table_path("vv_rejects", stage))
 
 
-@dg.asset(group_name=GROUP, kinds={"parquet"})
+@dg.asset(key=raw_key("vv_source"), group_name=GROUP, kinds={"parquet"})
 def vv_source(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Where the val parquets come from: a folder (any subset of the three files) or
     `hf://datasets/<repo>@<rev>` (parquets and docs only; the revision is pinned and recorded)."""
     s = benchlake.settings()
-    ensure_video_val_demo(s)
+    if s.uses_demo_video_val():
+        _demo().ensure_video_val_demo(s)
     src = acquire_val_source(s.video_val_source_or_demo(), s.hub_cache_dir)
     if not src.files:
         raise dg.Failure(f"VIDEO_VAL_SOURCE {src.local_path}: none of "
@@ -98,7 +85,7 @@ def vv_source(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
                               unknown_files=dg.MetadataValue.json(src.unknown_files))
 
 
-@dg.asset(group_name=GROUP, kinds={"parquet"}, deps=[vv_source])
+@dg.asset(key=raw_key("vv_questions"), group_name=GROUP, kinds={"parquet"}, deps=[vv_source])
 def vv_questions(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """One row per accepted parquet row (`uid = <data_source>:<row_index>`): question text and
     option letters parsed from the user message, ground truth, extra_info flattened, video
@@ -132,22 +119,7 @@ def vv_questions(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
                               notes=sum(r["action"] == "noted" for r in rejects))
 
 
-def _probe_row(video_path: str, n_rows: int) -> dict:
-    if not Path(video_path).is_file():
-        return {"video_path": video_path, "n_rows": n_rows, "ok": False,
-                "error": "video file is missing"}
-    probe = probe_video(video_path)
-    return {
-        "video_path": video_path, "n_rows": n_rows, "ok": probe.ok, "error": probe.error,
-        "codec": probe.codec, "width": probe.width, "height": probe.height, "fps": probe.fps,
-        "duration_s": probe.metadata_duration_s, "frame_count": probe.frame_count,
-        "first_frame_s": probe.first_frame_s, "last_frame_s": probe.last_frame_s,
-        "first_frame_decodes": probe.first_frame_decodes,
-        "last_frame_decodes": probe.last_frame_decodes, "size_bytes": probe.size_bytes,
-    }
-
-
-@dg.asset(group_name=GROUP, kinds={"parquet"}, deps=[vv_questions])
+@dg.asset(key=raw_key("vv_videos"), group_name=GROUP, kinds={"parquet"}, deps=[vv_questions])
 def vv_videos(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """One PyAV probe per distinct (remapped) video inside the video roots, the same probe as
     rvp_media; a missing or unreadable file is a row with `ok = false` and the reason. Paths
@@ -157,7 +129,7 @@ def vv_videos(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
         if q["video_in_roots"]:
             counts[q["video_path"]] = counts.get(q["video_path"], 0) + 1
     with ThreadPoolExecutor(max_workers=2) as pool:
-        rows = list(pool.map(lambda p: _probe_row(p, counts[p]), sorted(counts)))
+        rows = list(pool.map(lambda p: probe_row(p, counts[p]), sorted(counts)))
     return write_and_describe(benchlake, "vv_videos", rows_to_table(rows, VIDEOS_SCHEMA),
                               failed=sum(not r["ok"] for r in rows))
 
@@ -166,7 +138,8 @@ class FramePlanConfig(dg.Config):
     patch_size: int = 14  # Qwen2.5-VL uses 14 (resize factor 28); Qwen3-VL uses 16 (factor 32)
 
 
-@dg.asset(group_name=GROUP, kinds={"parquet"}, deps=[vv_videos])
+@dg.asset(key=raw_key("vv_frame_plan"), group_name=GROUP, kinds={"parquet"},
+          deps=[vv_videos, vv_questions])
 def vv_frame_plan(context: dg.AssetExecutionContext, config: FramePlanConfig,
                   benchlake: BenchlakeSettings):
     """Exactly what qwen-vl-utils 0.0.14 computes for each video under its row's settings:
@@ -199,4 +172,92 @@ def vv_frame_plan(context: dg.AssetExecutionContext, config: FramePlanConfig,
                               unplannable=sum(r.get("error") is not None for r in rows))
 
 
-TABLE_KEYS = [dg.AssetKey(k) for k in ("vv_source", "vv_questions", "vv_videos", "vv_frame_plan")]
+
+@dg.asset(key=raw_key("vv_frames"), group_name=GROUP, kinds={"parquet"},
+          deps=[vv_frame_plan, vv_questions], partitions_def=VV_SOURCE_PARTITIONS,
+          backfill_policy=dg.BackfillPolicy.single_run(), output_required=False)
+def vv_frames(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
+    """The planned frames of every planned video of a data_source, at the planned size."""
+    s = benchlake.settings()
+    con = connect_raw(s.home, ["vv_frame_plan", "vv_questions"])
+    for source in context.partition_keys:
+        plans = con.execute("""
+            SELECT DISTINCT p.video_path, p.frame_indices, p.resized_width,
+                   p.resized_height, p.patch_size
+            FROM raw.vv_frame_plan p JOIN raw.vv_questions q
+              ON q.video_path = p.video_path AND q.fps IS NOT DISTINCT FROM p.fps
+             AND q.max_frames IS NOT DISTINCT FROM p.max_frames
+             AND q.min_pixels IS NOT DISTINCT FROM p.min_pixels
+             AND q.max_pixels IS NOT DISTINCT FROM p.max_pixels
+            WHERE q.data_source = ? AND p.error IS NULL
+            ORDER BY 1, 3, 4""", [source]).fetchall()
+        out_dir = str(s.frames_dir / "vv" / source)
+        # the stored (home-relative) path names the frame folder: the same in every home
+        jobs = [(source, path, stored_path(path, s.home) or path, list(idx), w, h, patch,
+                 out_dir) for path, idx, w, h, patch in plans]
+        rows: list[dict] = []
+        with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool, tqdm(
+                total=len(jobs), desc=f"val frames {source}", unit="video", disable=None) as bar:
+            for video_rows in pool.map(extract_video, jobs):
+                rows.extend(video_rows)
+                bar.update(1)
+        write_table(rows_to_table(rows, VV_FRAMES_SCHEMA),
+                    benchlake.table_path("vv_frames", source), home=s.home)
+        record_written(benchlake, "vv_frames", source, len(rows), context.run.run_id)
+        context.log.info(f"{source}: {len(rows)} frames from {len(jobs)} videos")
+        yield dg.AssetMaterialization(
+            asset_key=raw_key("vv_frames"), partition=source,
+            metadata=partition_metadata(s.home, "vv_frames", source, len(rows)))
+
+
+
+RESPONSE_TABLES = {"vv_response_files": VERSIONS_SCHEMA, "vv_responses": RESPONSES_SCHEMA,
+                   "vv_response_rejects": RESPONSE_REJECTS_SCHEMA}
+
+
+@dg.multi_asset(
+    group_name=GROUP,
+    specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"}, deps=[vv_questions])
+           for name in RESPONSE_TABLES],
+)
+def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
+    """Every version of every file in RESPONSES_DIR: responses keyed by (run_id, step, uid,
+    sample_idx); unknown uids, malformed records, duplicates and empty files are rejected with
+    file, line and reason."""
+    s = benchlake.settings()
+    if s.uses_demo_responses():
+        _demo().ensure_responses_demo(s)
+    root = s.open_drop_folder("RESPONSES_DIR")
+    versions = archive_versions(s.archive_dir / "responses", root,
+                                benchlake.table_path("vv_response_files"), s.home)
+    questions = benchlake.read("vv_questions", ["uid", "data_source"])
+    known = dict(zip(*(questions.column(c).to_pylist() for c in ("uid", "data_source")),
+                     strict=True))
+    result = read_responses([ResponseFile(v["source_file"], v["version"],
+                                          Path(v["archived_path"]))
+                                for v in versions_of(versions, root)], known)
+    tables = {"vv_response_files": versions, "vv_responses": result.rows,
+              "vv_response_rejects": result.rejects}
+    for name, schema in RESPONSE_TABLES.items():
+        extra = {"duplicates_ignored": result.duplicates} if name == "vv_responses" else {}
+        yield write_and_describe(benchlake, name, rows_to_table(tables[name], schema), **extra)
+
+
+@dg.asset(key=raw_key("vv_scored_responses"), group_name=GROUP, kinds={"parquet"},
+          deps=[raw_key("vv_responses"), vv_questions])
+def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
+    """Every response scored once: the letter from the last balanced \\boxed{} in the last
+    <answer> block, else lmms-eval 0.7.3's extract_mcq_answer, and the format flag under each
+    format rule (`card`, `exact`). Policies (which rule, which weights) are data in SQL
+    (`vv_scoring_policies`); the views expand these rows per policy."""
+    con = connect_raw(benchlake.settings().home, ["vv_responses", "vv_questions"])
+    df = pl.from_arrow(con.sql("""
+        SELECT r.run_id, r.step, r.uid, r.sample_idx, r.data_source, q.option_letters,
+               q.ground_truth, r.response
+        FROM raw.vv_responses r JOIN raw.vv_questions q USING (uid)
+        ORDER BY r.run_id, r.step, r.uid, r.sample_idx""").to_arrow_table())
+    scored = score_frame(df).drop("response")
+    table = scored.select(SCORED_SCHEMA.names).to_arrow().cast(SCORED_SCHEMA)
+    return write_and_describe(benchlake, "vv_scored_responses", table)
+
+

@@ -3,10 +3,10 @@
 import dagster as dg
 import polars as pl
 
-from dagster_project.resources import BenchlakeSettings
+from dagster_project.defs.resources import BenchlakeSettings, raw_key
 
 
-@dg.asset_check(asset="vv_questions")
+@dg.asset_check(asset=raw_key("vv_questions"))
 def vv_videos_resolvable(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
     """Per data_source: rows whose video prefix no VIDEO_VAL_PREFIX_MAP entry matched, rows whose
     remapped path is outside the video roots (never opened), and rows whose file is missing.
@@ -28,7 +28,7 @@ def vv_videos_resolvable(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
     )
 
 
-@dg.asset_check(asset="vv_frame_plan")
+@dg.asset_check(asset=raw_key("vv_frame_plan"))
 def vv_frame_plan_within_bounds(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
     """Every plan samples an even number of frames between 4 (FPS_MIN_FRAMES) and the row's
     max_frames, indices inside the video and non-decreasing, sizes multiples of the factor."""

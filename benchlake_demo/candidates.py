@@ -27,7 +27,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from dagster_project.demo.rynn_vp import load_spec
+from benchlake_demo.rynn_vp import load_spec
 from dagster_project.media.encode import synthetic_frames, write_h264
 from dagster_project.tables import atomic_write_bytes
 

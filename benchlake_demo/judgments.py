@@ -27,8 +27,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from dagster_project.demo.candidates import STORYBOARD, VEO, WAN, DemoCandidate, demo_plan
-from dagster_project.demo.rynn_vp import load_spec, make_planning
+from benchlake_demo.candidates import STORYBOARD, VEO, WAN, DemoCandidate, demo_plan
+from benchlake_demo.rynn_vp import load_spec, make_planning
 from dagster_project.rynn_vp.evidence import (
     N_PANELS,
     PANELS_PER_STORYBOARD,

@@ -34,7 +34,7 @@ def _build_once(target: Path, build: Callable[[Path], Path]) -> Path:
 def ensure_rynn_vp_demo(settings: Settings) -> None:
     """Build the demo Rynn-VP snapshot if RYNN_VP_SOURCE is left at its default."""
     if settings.uses_demo_rynn_vp():
-        from dagster_project.demo.rynn_vp import build_rynn_vp_demo
+        from benchlake_demo.rynn_vp import build_rynn_vp_demo
 
         _build_once(Path(settings.rynn_vp_source_or_demo()), build_rynn_vp_demo)
 
@@ -42,7 +42,7 @@ def ensure_rynn_vp_demo(settings: Settings) -> None:
 def ensure_video_val_demo(settings: Settings) -> None:
     """Build the demo val parquets and videos if VIDEO_VAL_SOURCE is left at its default."""
     if settings.uses_demo_video_val():
-        from dagster_project.demo.video_val import build_video_val_demo
+        from benchlake_demo.video_val import build_video_val_demo
 
         _build_once(settings.video_val_demo_dir, build_video_val_demo)
 
@@ -50,7 +50,7 @@ def ensure_video_val_demo(settings: Settings) -> None:
 def ensure_candidates_demo(settings: Settings) -> None:
     """Build the demo candidates if CANDIDATES_DIR is left at its default."""
     if settings.uses_demo_candidates():
-        from dagster_project.demo.candidates import build_candidates_demo
+        from benchlake_demo.candidates import build_candidates_demo
 
         _build_once(settings.candidates_root(), build_candidates_demo)
 
@@ -59,7 +59,7 @@ def ensure_judgments_demo(settings: Settings) -> None:
     """Build the demo judge runs if JUDGMENTS_DIR is left at its default. They cite the demo
     snapshot's files and the demo candidates' evidence, so those demos are built first."""
     if settings.uses_demo_judgments():
-        from dagster_project.demo.judgments import build_judgments_demo
+        from benchlake_demo.judgments import build_judgments_demo
 
         ensure_rynn_vp_demo(settings)
         ensure_candidates_demo(settings)
@@ -71,7 +71,7 @@ def ensure_judgments_demo(settings: Settings) -> None:
 def ensure_responses_demo(settings: Settings) -> None:
     """Build the demo val-suite responses if RESPONSES_DIR is left at its default."""
     if settings.uses_demo_responses():
-        from dagster_project.demo.responses import build_responses_demo
+        from benchlake_demo.responses import build_responses_demo
 
         _build_once(settings.responses_root(), build_responses_demo)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dagster_project.demo.video_val import QUESTIONS
+from benchlake_demo.video_val import QUESTIONS
 from dagster_project.tables import atomic_write_bytes, write_table
 
 RUNS = {

@@ -2,8 +2,8 @@
 
 The Parquet tables are mirrored under a URI (`s3://bucket/prefix/tables/...`, same layout as
 `$BENCHLAKE_HOME/tables/`) with PyArrow's S3 filesystem, and read back by DuckDB through an
-fsspec filesystem registered on the connection (`catalog.connect(uri, filesystem=...)`), so no
-DuckDB extension has to be downloaded. Needs the `s3` extra (`s3fs`).
+fsspec filesystem registered on the connection (`warehouse.views.connect(home_uri,
+filesystem=...)`), so no DuckDB extension has to be downloaded. Needs the `s3` extra (`s3fs`).
 """
 
 from __future__ import annotations

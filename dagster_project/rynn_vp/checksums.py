@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+import pyarrow as pa
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MANIFEST_NAME = "SHA256SUMS.txt"
@@ -348,3 +350,15 @@ def hash_progress_bar(
         miniters=1,
     ) as bar:
         yield bar.update
+
+
+# raw/rvp_checksums: one row per snapshot file with its verdict
+CHECKSUMS_SCHEMA = pa.schema([
+    ("rel_path", pa.string()), ("case_id", pa.string()), ("size_bytes", pa.int64()),
+    ("expected_sha256", pa.string()), ("actual_sha256", pa.string()), ("status", pa.string()),
+])
+
+
+def case_of(rel_path: str) -> str | None:
+    parts = rel_path.split("/")
+    return parts[1] if len(parts) >= 3 and parts[0] == "cases" else None

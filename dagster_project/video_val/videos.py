@@ -1,0 +1,35 @@
+"""One probe per distinct val video (the probe of rvp_media), as raw/vv_videos rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from dagster_project.media.probe import probe_video
+from dagster_project.tables import path_field
+
+# raw/vv_videos: one probe per distinct video
+VIDEOS_SCHEMA = pa.schema([
+    path_field("video_path"), ("n_rows", pa.int64()), ("ok", pa.bool_()),
+    ("error", pa.string()), ("codec", pa.string()), ("width", pa.int32()),
+    ("height", pa.int32()), ("fps", pa.float64()), ("duration_s", pa.float64()),
+    ("frame_count", pa.int64()), ("first_frame_s", pa.float64()),
+    ("last_frame_s", pa.float64()), ("first_frame_decodes", pa.bool_()),
+    ("last_frame_decodes", pa.bool_()), ("size_bytes", pa.int64()),
+])
+
+
+def probe_row(video_path: str, n_rows: int) -> dict:
+    if not Path(video_path).is_file():
+        return {"video_path": video_path, "n_rows": n_rows, "ok": False,
+                "error": "video file is missing"}
+    probe = probe_video(video_path)
+    return {
+        "video_path": video_path, "n_rows": n_rows, "ok": probe.ok, "error": probe.error,
+        "codec": probe.codec, "width": probe.width, "height": probe.height, "fps": probe.fps,
+        "duration_s": probe.metadata_duration_s, "frame_count": probe.frame_count,
+        "first_frame_s": probe.first_frame_s, "last_frame_s": probe.last_frame_s,
+        "first_frame_decodes": probe.first_frame_decodes,
+        "last_frame_decodes": probe.last_frame_decodes, "size_bytes": probe.size_bytes,
+    }
