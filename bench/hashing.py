@@ -21,7 +21,7 @@ from pathlib import Path
 # Allow running as a plain script from a checkout without an installed package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dagster_project.checksums import hash_files, verify_snapshot  # noqa: E402
+from dagster_project.rynn_vp.checksums import hash_files, verify_snapshot  # noqa: E402
 
 TARGET_RATIO = 0.9
 BLOCK = 1 << 20

@@ -16,8 +16,8 @@ from pathlib import Path
 
 warnings.filterwarnings("ignore")
 
-from dagster_project.demo import ensure_demo  # noqa: E402
-from dagster_project.demo.video_val import generate_full_size_parquets  # noqa: E402
+from benchlake_demo import ensure_demo  # noqa: E402
+from benchlake_demo.video_val import generate_full_size_parquets  # noqa: E402
 from dagster_project.runner import materialize  # noqa: E402
 from dagster_project.settings import Settings  # noqa: E402
 from dagster_project.video_val.read import read_val_parquet  # noqa: E402
