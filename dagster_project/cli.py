@@ -181,7 +181,7 @@ class Format(StrEnum):
 def demo() -> None:
     """Build the embedded demo inputs if missing, materialize every asset, print a summary."""
     settings = _settings()
-    run_materialize(settings, None)
+    run_materialize(settings, "*")  # every asset, the exports included: nothing left unmade
     cols, rows = query(settings, "SELECT property, value FROM rvp_dataset_stats")
     _render(cols, rows, "table", title="Rynn-VP dataset statistics (rvp_dataset_stats)")
     cols, rows = query(settings, """

@@ -69,6 +69,17 @@ def versions_of(versions: list[dict], root: Path) -> list[dict]:
     return [v for v in versions if v["folder"] == str(root)]
 
 
+def ingested_cursor(versions: Path, root: Path, home: Path) -> str | None:
+    """A sensor cursor (path → content hash) of the versions of drop folder `root` that are
+    already ingested and current, from the versions table at `versions`; None if none."""
+    if not versions.exists():
+        return None
+    rows = read_table(versions, home, ["folder", "source_file", "sha256", "is_current"])
+    current = {r["source_file"]: r["sha256"] for r in rows.to_pylist()
+               if r["is_current"] and r["folder"] == str(root)}
+    return json.dumps(current, sort_keys=True) if current else None
+
+
 def changed_files(root: Path, cursor: str | None) -> tuple[list[str], str, str]:
     """(paths with new content since the cursor, the new cursor, a run key for this change).
     The cursor maps each path to its content hash."""

@@ -36,4 +36,5 @@ def rvp_judgments_sensor(context: dg.SensorEvaluationContext, benchlake: Benchla
     file (a new version) launches the judgment assets, which read the whole folder, and the
     views downstream of them."""
     root = benchlake.settings().judgments_root()
-    return drop_folder_sensor_result(root, context.cursor, "JUDGMENTS_DIR")
+    return drop_folder_sensor_result(root, context.cursor, "JUDGMENTS_DIR",
+                                     benchlake.settings().home, "rvp_judgment_files")
