@@ -25,10 +25,10 @@ warnings.filterwarnings("ignore")
 
 
 import duckdb  # noqa: E402
-
-from dagster_project.defs.rynn_vp.assets import CASES_SCHEMA  # noqa: E402
 from dagster_project.defs.rynn_vp.evidence import CANDIDATES_SCHEMA  # noqa: E402
 from dagster_project.defs.rynn_vp.judging import JUDGMENTS_SCHEMA  # noqa: E402
+
+from dagster_project.defs.rynn_vp.assets import CASES_SCHEMA  # noqa: E402
 from dagster_project.rynn_vp.judgments import METRIC_COLUMNS  # noqa: E402
 from dagster_project.tables import rows_to_table, write_table  # noqa: E402
 

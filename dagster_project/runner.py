@@ -6,7 +6,6 @@ import os
 import re
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 import dagster as dg
 

@@ -1,63 +1,70 @@
 """A snapshot of the asset graph: a refactor that drops an edge, a group or a check shows here."""
 
-from dagster_project.runner import definitions
+import dagster as dg
 
+from dagster_project.runner import definitions
+from dagster_project.warehouse.views import views
+
+# The Python assets (raw tables) and what each declares it reads.
 EXPECTED_DEPS = {
-    "rvp_snapshot": set(),
-    "rvp_checksums": {"rvp_snapshot"},
-    "rvp_media": {"rvp_checksums"},
-    "rvp_cases": {"rvp_checksums", "rvp_media"},
-    "rvp_intervals": {"rvp_checksums", "rvp_media"},
-    "rvp_candidates": {"rvp_cases"},
-    "rvp_evidence_frames": {"rvp_cases", "rvp_intervals", "rvp_media", "rvp_candidates"},
-    "rvp_storyboards": {"rvp_candidates"},
-    "rvp_evaluations": {"rvp_candidates"},
-    "rvp_gt_fingerprints": {"rvp_checksums", "rvp_cases"},
-    "rvp_judgments": {"rvp_candidates", "rvp_evidence_frames", "rvp_storyboards",
-                      "rvp_gt_fingerprints", "rvp_intervals"},
-    "rvp_judge_packets": {"rvp_gt_fingerprints", "rvp_evaluations", "rvp_evidence_frames",
-                          "rvp_storyboards", "rvp_gt_compilations", "rvp_intervals"},
-    "vv_responses": {"vv_questions"},
-    "vv_scored_responses": {"vv_responses", "vv_questions"},
-    "vv_source": set(),
-    "vv_questions": {"vv_source"},
-    "vv_videos": {"vv_questions"},
-    "vv_frame_plan": {"vv_videos"},
-    "vv_frames": {"vv_frame_plan", "vv_questions"},
+    "raw/rvp_snapshot": set(),
+    "raw/rvp_checksums": {"raw/rvp_snapshot"},
+    "raw/rvp_media": {"raw/rvp_checksums"},
+    "raw/rvp_cases": {"raw/rvp_checksums", "raw/rvp_media"},
+    "raw/rvp_intervals": {"raw/rvp_checksums", "raw/rvp_media"},
+    "raw/rvp_candidates": {"raw/rvp_cases"},
+    # the one Python asset that needs a SQL rule (Done label, clamping) declares the view
+    "raw/rvp_evidence_frames": {"raw/rvp_cases", "raw/rvp_media", "raw/rvp_checksums",
+                                "raw/rvp_candidates", "rvp_intervals"},
+    "raw/rvp_storyboards": {"raw/rvp_candidates"},
+    "raw/rvp_evaluations": {"raw/rvp_candidates"},
+    "raw/rvp_gt_fingerprints": {"raw/rvp_checksums", "raw/rvp_cases"},
+    "raw/rvp_judgments": {"raw/rvp_cases", "raw/rvp_intervals", "raw/rvp_candidates",
+                          "raw/rvp_evidence_frames", "raw/rvp_storyboards",
+                          "raw/rvp_gt_fingerprints"},
+    "raw/rvp_judge_packets": {"raw/rvp_cases", "raw/rvp_gt_fingerprints",
+                              "raw/rvp_gt_compilations", "raw/rvp_evaluations",
+                              "raw/rvp_evidence_frames", "raw/rvp_intervals",
+                              "raw/rvp_storyboards"},
+    "raw/vv_source": set(),
+    "raw/vv_questions": {"raw/vv_source"},
+    "raw/vv_videos": {"raw/vv_questions"},
+    "raw/vv_frame_plan": {"raw/vv_videos", "raw/vv_questions"},
+    "raw/vv_frames": {"raw/vv_frame_plan", "raw/vv_questions"},
+    "raw/vv_responses": {"raw/vv_questions"},
+    "raw/vv_scored_responses": {"raw/vv_responses", "raw/vv_questions"},
 }
-EXPECTED_GROUPS = (
-    {k: "rynn_vp" for k in EXPECTED_DEPS if k.startswith("rvp_")}
-    | {k: "video_val" for k in EXPECTED_DEPS if k.startswith("vv_")}
-    | {"benchlake_catalog": "catalog"}
-)
 EXPECTED_CHECKS = {
-    ("rvp_checksums", "rvp_checksums_verified", True),
-    ("rvp_intervals", "rvp_intervals_per_case_in_range", False),
-    ("rvp_media", "rvp_media_decodes_at_both_ends", False),
-    ("vv_questions", "vv_videos_resolvable", False),
-    ("vv_frame_plan", "vv_frame_plan_within_bounds", False),
-    ("rvp_evaluations", "rvp_evidence_within_budget", True),
+    ("raw/rvp_checksums", "rvp_checksums_verified", True),
+    ("raw/rvp_intervals", "rvp_intervals_per_case_in_range", False),
+    ("raw/rvp_media", "rvp_media_decodes_at_both_ends", False),
+    ("raw/vv_questions", "vv_videos_resolvable", False),
+    ("raw/vv_frame_plan", "vv_frame_plan_within_bounds", False),
+    ("raw/rvp_evaluations", "rvp_evidence_within_budget", True),
 }
 EXPECTED_PARTITIONS = {
-    "rvp_evidence_frames": "rvp_case", "rvp_storyboards": "rvp_case",
-    "rvp_evaluations": "rvp_case", "vv_frames": "static",
+    "raw/rvp_evidence_frames": "rvp_case", "raw/rvp_storyboards": "rvp_case",
+    "raw/rvp_evaluations": "rvp_case", "raw/vv_frames": "static",
 }
+# Raw tables no single asset writes: each stage writes its own part of the rejects; the run
+# markers are written by every run.
+EXTERNAL = {"raw/rvp_rejects", "raw/vv_rejects", "raw/status_markers"}
 
 
-def test_asset_graph_snapshot():
+def _graph():
     defs = definitions()
     graph = defs.resolve_asset_graph()
-    deps, groups = {}, {}
-    for key in graph.get_all_asset_keys():
-        node = graph.get(key)
-        name = key.to_user_string()
-        deps[name] = {p.to_user_string() for p in node.parent_keys}
-        groups[name] = node.group_name
+    deps = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys}
+            for k in graph.get_all_asset_keys()}
+    groups = {k.to_user_string(): graph.get(k).group_name for k in graph.get_all_asset_keys()}
+    return defs, graph, deps, groups
+
+
+def test_python_assets_snapshot():
+    defs, graph, deps, groups = _graph()
     assert {k: v for k, v in deps.items() if k in EXPECTED_DEPS} == EXPECTED_DEPS
-    # the catalog is rebuilt after every table
-    tables = {k for k, g in groups.items() if g in ("rynn_vp", "video_val")}
-    assert deps["benchlake_catalog"] == tables
-    assert {k: v for k, v in groups.items() if k in EXPECTED_GROUPS} == EXPECTED_GROUPS
+    for name in EXPECTED_DEPS:
+        assert groups[name] == ("rynn_vp" if name.startswith("raw/rvp_") else "video_val")
     checks = set()
     for check_def in defs.asset_checks:
         for spec in check_def.check_specs:
@@ -72,15 +79,43 @@ def test_asset_graph_snapshot():
     assert {s.name for s in defs.sensors} == {"rvp_case_partitions_sensor",
                                               "rvp_judgments_sensor", "vv_responses_sensor"}
     assert defs.resolve_job_def("rvp_evidence_job") is not None
+    assert {s.name for s in defs.schedules} == {"rescoring_daily"}
 
 
-def test_every_parquet_asset_is_in_the_catalog_deps():
-    graph = definitions().resolve_asset_graph()
-    catalog_parents = {p.to_user_string() for p in graph.get(
-        next(k for k in graph.get_all_asset_keys() if k.to_user_string() == "benchlake_catalog")
-    ).parent_keys}
-    # every table the views read; the exports (group reports) are written from the catalog
-    parquet_assets = {k.to_user_string() for k in graph.get_all_asset_keys()
-                      if "parquet" in (graph.get(k).kinds or set())
-                      and graph.get(k).group_name != "reports"}
-    assert parquet_assets <= catalog_parents
+def test_every_view_is_an_asset_with_its_lineage_and_group():
+    _, graph, deps, groups = _graph()
+    models = {v.name: v for v in views()}
+    assert len(models) > 80
+    assert {"rvp_leaderboard", "rvp_by_scene", "vv_scores", "vv_best_checkpoints",
+            "rvp_dataset_stats", "benchlake_status"} <= models.keys()
+    raw = {k for k in deps if k.startswith("raw/")}
+    for name, view in models.items():
+        assert name in deps, name  # the view is an asset under its own name
+        # upstream: the models it refs, the raw tables it reads (staging only), nothing else
+        assert deps[name] - raw == set(view.depends_on), name
+        if deps[name] & raw:
+            assert name.startswith("stg_") or name == "benchlake_status", name
+        domain = ("rynn_vp" if "rvp" in name else "video_val" if "vv_" in name else "warehouse")
+        assert groups[name] == domain, name
+    # every raw table has a producer, except the few written by several assets
+    assert {k for k in raw if not graph.get(dg.AssetKey.from_user_string(k)).is_materializable
+            } == EXTERNAL
+
+
+def test_dbt_tests_are_asset_checks_of_the_models():
+    defs, graph, _, _ = _graph()
+    checks_by_asset: dict[str, set[str]] = {}
+    for key in graph.asset_check_keys:
+        checks_by_asset.setdefault(key.asset_key.to_user_string(), set()).add(key.name)
+    assert sum(len(v) for v in checks_by_asset.values()) > 250
+    assert any(n.startswith("unique_combination_of_columns") for n in
+               checks_by_asset["rvp_leaderboard"])
+    assert any(n.startswith("accepted_values") for n in checks_by_asset["vv_scored_responses"])
+    assert any(n.startswith("relationships") for n in checks_by_asset["rvp_judgments"])
+
+
+def test_exports_follow_the_marts():
+    _, _, deps, groups = _graph()
+    marts = {v.name for v in views() if not v.name.startswith(("stg_", "int_"))}
+    assert deps["benchlake_exports"] == marts
+    assert groups["benchlake_exports"] == "reports"

@@ -16,7 +16,6 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from dagster_project.catalog import connect, view_names
 from dagster_project.reports import (
     LEADERBOARD_NOTE,
     NULL_MARK,
@@ -27,6 +26,7 @@ from dagster_project.reports import (
     format_number,
 )
 from dagster_project.settings import Settings
+from dagster_project.warehouse.views import connect, view_names
 
 STAMP = "20260101T000000Z"
 SEPARATOR = re.compile(r"^\|(:?-{3,}:?\|)+$")
@@ -35,7 +35,7 @@ BENCHLAKE = Path(sys.executable).parent / "benchlake"
 
 @pytest.fixture(scope="module")
 def available(demo_warehouse: Settings) -> set[str]:
-    con, _ = connect(demo_warehouse.tables_dir)
+    con, _ = connect(demo_warehouse.home)
     try:
         return set(view_names(con))
     finally:
@@ -44,12 +44,12 @@ def available(demo_warehouse: Settings) -> set[str]:
 
 @pytest.fixture(scope="module")
 def export_dir(demo_warehouse: Settings, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return export_reports(demo_warehouse.tables_dir, tmp_path_factory.mktemp("exports"),
+    return export_reports(demo_warehouse.home, tmp_path_factory.mktemp("exports"),
                           stamp=STAMP)
 
 
 def _query(settings: Settings, sql: str) -> list[tuple]:
-    con, _ = connect(settings.tables_dir)
+    con, _ = connect(settings.home)
     try:
         return con.execute(sql).fetchall()
     finally:
@@ -157,7 +157,7 @@ def test_charts_are_pngs_and_exports_are_deterministic(export_dir: Path,
             assert image.format == "PNG" and image.width > 0 and image.height > 0
             image.verify()
 
-    again = export_reports(demo_warehouse.tables_dir, tmp_path / "again", stamp=STAMP)
+    again = export_reports(demo_warehouse.home, tmp_path / "again", stamp=STAMP)
     first = sorted(p.relative_to(export_dir) for p in export_dir.rglob("*") if p.is_file())
     second = sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
     assert first == second
@@ -168,15 +168,15 @@ def test_charts_are_pngs_and_exports_are_deterministic(export_dir: Path,
 
 def test_api_errors(demo_warehouse: Settings, export_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(ReportError, match=r"^unknown profile 'nope'; profiles: current$"):
-        export_reports(demo_warehouse.tables_dir, tmp_path / "bad", ["nope"])
+        export_reports(demo_warehouse.home, tmp_path / "bad", ["nope"])
     assert not (tmp_path / "bad").exists()
     with pytest.raises(ReportError, match="already exists"):
-        export_reports(demo_warehouse.tables_dir, export_dir.parent, stamp=STAMP)
+        export_reports(demo_warehouse.home, export_dir.parent, stamp=STAMP)
     with pytest.raises(ReportError, match=r"^cannot write to .*: Not a directory$"):
         (tmp_path / "afile").write_text("")
-        export_reports(demo_warehouse.tables_dir, tmp_path / "afile" / "sub")
+        export_reports(demo_warehouse.home, tmp_path / "afile" / "sub")
     with pytest.raises(ReportError, match="is empty: run `benchlake materialize` first"):
-        export_reports(tmp_path / "nowhere" / "tables", tmp_path / "out")
+        export_reports(tmp_path / "nowhere", tmp_path / "out")
 
 
 def _cli(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dagster_project.catalog import connect
 from dagster_project.media.encode import read_frame_index
 from dagster_project.runner import materialize, rvp_evidence_job
+from dagster_project.tables import table_path
+from dagster_project.warehouse.views import connect
 from tests.conftest import settings_for
 
 
@@ -27,7 +28,7 @@ def rows(con, sql, params=()):
 
 
 def test_every_evaluation_follows_the_evidence_policy(demo_warehouse):
-    con, _ = connect(demo_warehouse.tables_dir)
+    con, _ = connect(demo_warehouse.home)
     evals = rows(con, "SELECT * FROM rvp_evaluations")
     present = con.execute("SELECT count(*) FROM rvp_candidate_coverage WHERE status = 'present'"
                           ).fetchone()[0]
@@ -61,7 +62,7 @@ def test_every_evaluation_follows_the_evidence_policy(demo_warehouse):
 
 
 def test_one_candidate_is_truncated_and_recorded(demo_warehouse):
-    con, _ = connect(demo_warehouse.tables_dir)
+    con, _ = connect(demo_warehouse.home)
     short = rows(con, "SELECT * FROM rvp_evaluations WHERE truncated")
     assert len(short) == 1 and short[0]["n_panels"] == 20  # the demo's 20-frame candidate
     assert short[0]["clip_start_s"] == 0 and short[0]["clip_end_s"] == pytest.approx(19 / 24)
@@ -70,7 +71,7 @@ def test_one_candidate_is_truncated_and_recorded(demo_warehouse):
 def test_anchors_follow_the_documented_rule(demo_warehouse):
     """Recomputed from the raw annotations: ends of the non-Done intervals at ceil(k/4),
     ceil(k/2), ceil(3k/4) and k, clamped into the decodable range."""
-    con, _ = connect(demo_warehouse.tables_dir)
+    con, _ = connect(demo_warehouse.home)
     root = Path(demo_warehouse.rynn_vp_source_or_demo())
     media = {r["case_id"]: r for r in rows(con, "SELECT * FROM rvp_media")}
     anchors = rows(con, "SELECT DISTINCT case_id, ordinal, requested_s, used_s, frame_index, "
@@ -100,7 +101,7 @@ def test_anchors_follow_the_documented_rule(demo_warehouse):
 
 def test_panels_are_the_frames_they_claim(demo_warehouse):
     """The demo videos carry their frame index as a barcode: read it back from the JPEGs."""
-    con, _ = connect(demo_warehouse.tables_dir)
+    con, _ = connect(demo_warehouse.home)
     panels = rows(con, "SELECT frame_index, image_abspath, evaluation_id FROM rvp_evidence_frames "
                        "WHERE role IN ('panel', 'anchor')")
     assert len(panels) > 300
@@ -110,7 +111,7 @@ def test_panels_are_the_frames_they_claim(demo_warehouse):
 
 
 def test_evidence_ids_are_unique_and_scoped(demo_warehouse):
-    con, _ = connect(demo_warehouse.tables_dir)
+    con, _ = connect(demo_warehouse.home)
     dup = con.execute("SELECT count(*) - count(DISTINCT evidence_id) FROM rvp_evidence_frames")
     assert dup.fetchone() == (0,)
     bad = con.execute("SELECT count(*) FROM rvp_evidence_frames "
@@ -119,7 +120,7 @@ def test_evidence_ids_are_unique_and_scoped(demo_warehouse):
 
 
 def test_coverage_shows_missing_candidates(demo_warehouse):
-    con, _ = connect(demo_warehouse.tables_dir)
+    con, _ = connect(demo_warehouse.home)
     got = dict(con.execute("SELECT system, count(*) FILTER (status = 'missing') "
                            "FROM rvp_candidate_coverage GROUP BY 1").fetchall())
     assert len(got) >= 3 and any(v > 0 for v in got.values())
@@ -127,7 +128,7 @@ def test_coverage_shows_missing_candidates(demo_warehouse):
 
 
 def test_val_frames_match_the_plan(demo_warehouse):
-    con, _ = connect(demo_warehouse.tables_dir)
+    con, _ = connect(demo_warehouse.home)
     plans = rows(con, "SELECT video_path, nframes, frame_indices, resized_width, resized_height "
                       "FROM vv_frame_plan WHERE error IS NULL")
     for p in plans:
@@ -143,7 +144,7 @@ def test_val_frames_match_the_plan(demo_warehouse):
 
 def _tables(home: Path) -> dict[str, bytes]:
     """Every file the evidence partitions wrote: their Parquet and their images."""
-    roots = [home / "tables" / t for t in ("rvp_evidence_frames", "rvp_storyboards",
+    roots = [home / "tables" / "raw" / t for t in ("rvp_evidence_frames", "rvp_storyboards",
                                            "rvp_evaluations")] + [home / "evidence"]
     return {p.relative_to(home).as_posix(): p.read_bytes()
             for root in roots for p in sorted(root.rglob("*")) if p.is_file()}
@@ -154,7 +155,7 @@ def test_partitions_run_in_parallel_under_the_multiprocess_executor(demo_warehou
     home = tmp_path / "mp"
     shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
     for sub in ("rvp_evidence_frames", "rvp_storyboards", "rvp_evaluations"):
-        shutil.rmtree(home / "tables" / sub)
+        shutil.rmtree(home / "tables" / "raw" / sub)
     shutil.rmtree(home / "evidence")
     monkeypatch.setenv("BENCHLAKE_HOME", str(home))  # the executor's child processes read it
     settings = settings_for(home)
@@ -179,7 +180,7 @@ def test_partitions_run_in_parallel_under_the_multiprocess_executor(demo_warehou
         t.join(timeout=600)
     assert results == {k: True for k in keys}
     for key in keys:
-        assert (home / "tables" / "rvp_evidence_frames" / f"{key}.parquet").exists()
+        assert table_path(home, "rvp_evidence_frames", key).exists()
     first = _tables(home)
     with dg.execute_job(dg.reconstructable(rvp_evidence_job), instance=instance,
                         tags={"dagster/partition": keys[0]}) as result:
@@ -190,6 +191,7 @@ def test_partitions_run_in_parallel_under_the_multiprocess_executor(demo_warehou
 
 def test_sensor_syncs_case_partitions(demo_warehouse):
     from dagster_project.defs.rynn_vp.evidence import rvp_case_partitions_sensor
+
     from dagster_project.defs.resources import BenchlakeSettings
 
     instance = dg.DagsterInstance.ephemeral()
@@ -221,7 +223,7 @@ def bad_candidates(demo_inputs, tmp_path_factory):
     shutil.copy(sorted((icases[1] / "steps").iterdir())[0], icases[1] / "steps" / "intro.png")
     settings = settings_for(home, candidates_dir=str(cands))
     result = materialize(settings, "group:rynn_vp", raise_on_error=False)
-    con, _ = connect(settings.tables_dir)
+    con, _ = connect(settings.home)
     return result, con, {"truncated": vcases[0].name, "zero": vcases[1].name,
                          "corrupt_step": icases[0].name, "non_numeric": icases[1].name,
                          "video_sys": video_sys[0], "img_sys": img_sys}

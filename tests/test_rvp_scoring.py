@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dagster_project.catalog import connect
 from dagster_project.settings import SQL_DIR
+from dagster_project.warehouse.views import connect
 
 PI_NO_PLAN = {"PI-1": .50, "PI-2": .20, "PI-3": .15, "PI-4": .15}
 PI_PLAN = {"PI-1": .40, "PI-2": .20, "PI-3": .15, "PI-4": .15, "PI-5": .10}
@@ -104,7 +104,7 @@ def view(con, sql):
 
 def test_every_number_of_the_views_recomputed_in_python(demo_warehouse):
     cases, cands, runs, systems, per_case = expected_scores(demo_warehouse)
-    con, _ = connect(demo_warehouse.tables_dir)
+    con, _ = connect(demo_warehouse.home)
     # candidate scores: scored rows equal, unscored rows NULL (never 0)
     rows = view(con, "SELECT * FROM rvp_candidate_scores WHERE profile = 'current'")
     assert len(rows) == len(runs) * len(systems) * len(cases)
@@ -145,7 +145,7 @@ def test_every_number_of_the_views_recomputed_in_python(demo_warehouse):
 
 
 def test_missing_candidates_are_excluded_not_zero(demo_warehouse):
-    con, _ = connect(demo_warehouse.tables_dir)
+    con, _ = connect(demo_warehouse.home)
     rows = view(con, "SELECT system, n_scored, n_cases FROM rvp_leaderboard "
                      "WHERE judge_run_id = 'judge-run-a'")
     partial = [r for r in rows if r["n_scored"] < r["n_cases"]]
@@ -155,7 +155,7 @@ def test_missing_candidates_are_excluded_not_zero(demo_warehouse):
 
 
 def test_modalities_are_ranked_separately(demo_warehouse):
-    con, _ = connect(demo_warehouse.tables_dir)
+    con, _ = connect(demo_warehouse.home)
     rows = view(con, "SELECT modality, rank_in_modality FROM rvp_leaderboard "
                      "WHERE judge_run_id = 'judge-run-a'")
     assert {r["modality"] for r in rows} == {"video", "images"}
@@ -164,9 +164,9 @@ def test_modalities_are_ranked_separately(demo_warehouse):
 
 def test_a_second_profile_is_a_data_change_only(demo_warehouse, tmp_path):
     sql = tmp_path / "sql"
-    shutil.copytree(SQL_DIR, sql)
-    profiles = sql / "rynn_vp" / "rvp_reporting_profiles.sql"
-    weights = sql / "rynn_vp" / "rvp_metric_weights.sql"
+    shutil.copytree(SQL_DIR, sql, ignore=shutil.ignore_patterns("target", "logs"))
+    profiles = sql / "models" / "rynn_vp" / "marts" / "rvp_reporting_profiles.sql"
+    weights = sql / "models" / "rynn_vp" / "marts" / "rvp_metric_weights.sql"
     text = profiles.read_text()
     profiles.write_text(text.replace(
         "'Dataset card current profile: Overall = 0.50 PI + 0.40 VR + 0.10 VQ')",
@@ -179,7 +179,7 @@ def test_a_second_profile_is_a_data_change_only(demo_warehouse, tmp_path):
     untouched = {p.relative_to(sql) for p in sql.rglob("*.sql")} - {
         profiles.relative_to(sql), weights.relative_to(sql)}
     assert all((sql / p).read_bytes() == (SQL_DIR / p).read_bytes() for p in untouched)
-    con, skipped = connect(demo_warehouse.tables_dir, sql)
+    con, skipped = connect(demo_warehouse.home, sql_dir=sql)
     assert "rvp_leaderboard" not in skipped
     cases, cands, runs, systems, per_case = expected_scores(demo_warehouse, (0.70, 0.20, 0.10))
     expected = board(per_case, cases, runs, systems, cands)

@@ -34,10 +34,14 @@ BENCHLAKE = str(Path(sys.executable).parent / "benchlake")
 READY_TIMEOUT = 90.0  # seconds for the webserver and its code location to come up
 RUN_TIMEOUT = 180.0
 STOP_TIMEOUT = 60.0
-# "The demo materialization": the Rynn-VP ingestion assets and the catalog over the tables.
-DEMO_ASSETS = ["rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases", "rvp_intervals",
-               "benchlake_catalog"]
-GRAPH_NAMES = ["rvp_snapshot", "rvp_cases", "vv_questions", "benchlake_catalog"]
+# "The demo materialization": the Rynn-VP ingestion assets (raw tables) and the dbt models
+# behind the dataset statistics (views built and tested by dbt in the same run).
+RAW_ASSETS = ["rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases", "rvp_intervals"]
+VIEW_ASSETS = ["stg_rvp_cases", "stg_rvp_intervals", "stg_rvp_media", "rvp_cases",
+               "rvp_intervals", "rvp_media", "rvp_interval_overlaps", "rvp_endpoint_excesses",
+               "rvp_whitespace_tasks", "rvp_dataset_stats"]
+DEMO_ASSETS = [["raw", k] for k in RAW_ASSETS] + [[k] for k in VIEW_ASSETS]
+GRAPH_NAMES = ["rvp_leaderboard", "rvp_candidate_scores"]
 SCREENSHOT = ARTIFACTS / "ui" / "asset_graph.png"
 WINDOW = (1600, 2100)  # tall: the lineage view zooms to fit the graph's width
 
@@ -225,7 +229,7 @@ def test_ui_launches_the_demo_materialization(ui_server: UiServer) -> None:
     port = ui_server.port
     params = {
         "selector": {**ui_server.repository, "pipelineName": "__ASSET_JOB",
-                     "assetSelection": [{"path": [key]} for key in DEMO_ASSETS]},
+                     "assetSelection": [{"path": key} for key in DEMO_ASSETS]},
         "mode": "default",
         "executionMetadata": {"tags": [{"key": "benchlake/test", "value": "test_ui"}]},
     }
@@ -247,11 +251,12 @@ def test_ui_launches_the_demo_materialization(ui_server: UiServer) -> None:
                                        f"{run_log_tail(port, run_id)}")
     assert "QUEUED" not in statuses, statuses
 
-    asset = graphql(port, """{ assetOrError(assetKey: {path: ["rvp_cases"]}) { ... on Asset {
-        assetMaterializations(limit: 1) { runId metadataEntries { __typename label
+    materialization = """query M($path: [String!]!) { assetOrError(assetKey: {path: $path}) {
+        ... on Asset { assetMaterializations(limit: 1) { runId metadataEntries { __typename label
           ... on IntMetadataEntry { intValue } ... on PathMetadataEntry { path }
-          ... on MarkdownMetadataEntry { mdStr } } } } } }""")["assetOrError"]
-    [event] = asset["assetMaterializations"]
+          ... on MarkdownMetadataEntry { mdStr } } } } } }"""
+    [event] = graphql(port, materialization, {"path": ["raw", "rvp_cases"]}
+                      )["assetOrError"]["assetMaterializations"]
     assert event["runId"] == run_id
     entries = {e["label"]: e for e in event["metadataEntries"]}
     assert entries["dagster/row_count"]["intValue"] > 0
@@ -261,8 +266,23 @@ def test_ui_launches_the_demo_materialization(ui_server: UiServer) -> None:
     preview = entries["preview"]
     assert preview["__typename"] == "MarkdownMetadataEntry"
     assert preview["mdStr"].startswith("| case_id |") and "|---|" in preview["mdStr"]
+    # a mart users read: built by dbt in the same run, with its row count and first rows
+    [event] = graphql(port, materialization, {"path": ["rvp_dataset_stats"]}
+                      )["assetOrError"]["assetMaterializations"]
+    assert event["runId"] == run_id
+    entries = {e["label"]: e for e in event["metadataEntries"]}
+    assert entries["dagster/row_count"]["intValue"] > 30
+    assert entries["preview"]["mdStr"].startswith("| property | value |")
+    # its dbt data tests ran as asset checks
+    dbt_checks = graphql(port, """{ assetNodes(assetKeys: [{path: ["rvp_dataset_stats"]}]) {
+        assetChecksOrError { ... on AssetChecks { checks { name
+          executionForLatestMaterialization { runId status } } } } } }""")["assetNodes"]
+    ran = [c for c in dbt_checks[0]["assetChecksOrError"]["checks"]
+           if (c["executionForLatestMaterialization"] or {}).get("runId") == run_id]
+    assert ran and all(c["executionForLatestMaterialization"]["status"] == "SUCCEEDED"
+                       for c in ran), dbt_checks
 
-    checks = graphql(port, """{ assetCheckExecutions(assetKey: {path: ["rvp_checksums"]},
+    checks = graphql(port, """{ assetCheckExecutions(assetKey: {path: ["raw", "rvp_checksums"]},
         checkName: "rvp_checksums_verified", limit: 1) {
           runId status evaluation { success severity } } }""")["assetCheckExecutions"]
     assert checks and checks[0]["runId"] == run_id, checks
@@ -320,15 +340,11 @@ def render(url: str, screenshot: Path, budget_ms: int, profile: Path) -> str:
 def test_ui_renders_the_asset_graph(ui_server: UiServer, tmp_path: Path) -> None:
     from PIL import Image
 
-    nodes = graphql(ui_server.port, "{ assetNodes { groupName } }")["assetNodes"]
-    groups = sorted({n["groupName"] for n in nodes if n["groupName"]})
-    repo = ui_server.repository
-    # The lineage view starts with groups collapsed; `expanded` opens them (⌥E in the UI). Both
-    # spellings of a group id, with and without the per-code-location flag.
-    expanded = [f"global@global:{g}" for g in groups] + [
-        f"{repo['repositoryName']}@{repo['repositoryLocationName']}:{g}" for g in groups]
-    url = (f"http://127.0.0.1:{ui_server.port}/asset-groups?"
-           + urllib.parse.urlencode({"expanded": ",".join(expanded)}))
+    # The lineage of the Rynn-VP leaderboard: the mart users look for first, with the dbt
+    # models and raw tables upstream of it (the whole graph is too big for one screenshot).
+    url = (f"http://127.0.0.1:{ui_server.port}/assets/rvp_leaderboard?"
+           + urllib.parse.urlencode({"view": "lineage", "lineageScope": "upstream",
+                                     "lineageDepth": "2"}))
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     missing: list[str] = GRAPH_NAMES
     for attempt, budget in enumerate((20_000, 45_000)):  # a slow machine gets more time
@@ -336,7 +352,6 @@ def test_ui_renders_the_asset_graph(ui_server: UiServer, tmp_path: Path) -> None
         missing = [n for n in GRAPH_NAMES if f">{n}<" not in dom]
         if not missing:
             break
-    assert "Global asset lineage" in dom
     assert not missing, f"asset names not rendered: {missing} (screenshot: {SCREENSHOT})"
     with Image.open(SCREENSHOT) as image:
         assert image.size == WINDOW
@@ -362,7 +377,8 @@ def test_ui_stops_cleanly_and_keeps_history(ui_server: UiServer) -> None:
         for run_id in ui_server.run_ids:
             run = instance.get_run_by_id(run_id)
             assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS
-        assert instance.get_latest_materialization_event(dg.AssetKey("rvp_cases")) is not None
+        assert instance.get_latest_materialization_event(dg.AssetKey(["raw", "rvp_cases"]))
+        assert instance.get_latest_materialization_event(dg.AssetKey("rvp_dataset_stats"))
 
 
 def test_ui_port_taken_is_one_line_and_nonzero(tmp_path: Path) -> None:

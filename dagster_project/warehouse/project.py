@@ -21,10 +21,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
-SQL_DIR = PROJECT_ROOT / "sql"
-TARGET_DIR = SQL_DIR / "target"
-MANIFEST_PATH = TARGET_DIR / "manifest.json"
+from dagster_project.settings import SQL_DIR
+
 # Where the home goes in compiled SQL; quoted like any path when substituted (views.py).
 HOME_PLACEHOLDER = "/__BENCHLAKE_HOME__"
 _GENERATED = {"target", "logs", "dbt_packages"}
@@ -47,11 +45,11 @@ def dbt_env(home: Path | str, database: Path) -> dict[str, str]:
             "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
 
 
-def project_digest() -> str:
+def project_digest(sql_dir: Path = SQL_DIR) -> str:
     """What the compiled manifest depends on: every project file and the dbt version."""
     digest = hashlib.sha256(importlib.metadata.version("dbt-core").encode())
-    for path in sorted(SQL_DIR.rglob("*")):
-        rel = path.relative_to(SQL_DIR)
+    for path in sorted(sql_dir.rglob("*")):
+        rel = path.relative_to(sql_dir)
         if path.is_file() and rel.parts[0] not in _GENERATED and not rel.name.startswith("."):
             digest.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
@@ -68,25 +66,28 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def ensure_manifest() -> Path:
-    """`sql/target/manifest.json`, compiled now if the project changed since the last compile.
-    Safe to call from several processes at once (a file lock; the others wait and reuse it)."""
-    stamp = TARGET_DIR / ".benchlake-digest"
-    digest = project_digest()
-    if MANIFEST_PATH.exists() and stamp.exists() and stamp.read_text() == digest:
-        return MANIFEST_PATH
-    with locked(TARGET_DIR / ".compile.lock"):
-        if MANIFEST_PATH.exists() and stamp.exists() and stamp.read_text() == digest:
-            return MANIFEST_PATH
+def ensure_manifest(sql_dir: Path = SQL_DIR) -> Path:
+    """`<sql_dir>/target/manifest.json`, compiled now if the project changed since the last
+    compile. Safe to call from several processes at once (a file lock; the others wait and
+    reuse it). `sql_dir` is the project's `sql/` unless a test or a notebook points elsewhere
+    (a copy with other weights, say)."""
+    target = sql_dir / "target"
+    manifest, stamp = target / "manifest.json", target / ".benchlake-digest"
+    digest = project_digest(sql_dir)
+    if manifest.exists() and stamp.exists() and stamp.read_text() == digest:
+        return manifest
+    with locked(target / ".compile.lock"):
+        if manifest.exists() and stamp.exists() and stamp.read_text() == digest:
+            return manifest
         with tempfile.TemporaryDirectory(prefix="benchlake-compile-") as tmp:
             done = subprocess.run(
-                [dbt_executable(), "compile", "--project-dir", str(SQL_DIR), "--profiles-dir",
-                 str(SQL_DIR), "--target-path", str(TARGET_DIR), "--log-path",
+                [dbt_executable(), "compile", "--project-dir", str(sql_dir), "--profiles-dir",
+                 str(sql_dir), "--target-path", str(target), "--log-path",
                  str(Path(tmp) / "logs"), "--quiet"],
                 env=dbt_env(HOME_PLACEHOLDER, Path(tmp) / "benchlake.duckdb"),
                 capture_output=True, text=True, check=False)
         if done.returncode != 0:
             tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
-            raise RuntimeError("dbt could not compile sql/:\n" + "\n".join(tail))
+            raise RuntimeError(f"dbt could not compile {sql_dir}:\n" + "\n".join(tail))
         stamp.write_text(digest)
-    return MANIFEST_PATH
+    return manifest

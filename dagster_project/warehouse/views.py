@@ -31,7 +31,7 @@ from typing import Any
 
 import duckdb
 
-from dagster_project.warehouse.project import HOME_PLACEHOLDER, ensure_manifest
+from dagster_project.warehouse.project import HOME_PLACEHOLDER, SQL_DIR, ensure_manifest
 
 DATABASE = "benchlake"
 CATALOG_STORAGE_VERSION = "v1.0.0"
@@ -70,9 +70,9 @@ def _views_of(manifest_path: str, mtime: float) -> tuple[View, ...]:
     return tuple(ordered)
 
 
-def views() -> tuple[View, ...]:
+def views(sql_dir: Path = SQL_DIR) -> tuple[View, ...]:
     """Every model of the project, upstream before downstream."""
-    path = ensure_manifest()
+    path = ensure_manifest(sql_dir)
     return _views_of(str(path), path.stat().st_mtime)
 
 
@@ -82,13 +82,13 @@ def _home_sql(home: Path | str) -> str:
 
 
 def create_views(con: duckdb.DuckDBPyConnection, home: Path | str,
-                 only: set[str] | None = None) -> dict[str, str]:
+                 only: set[str] | None = None, sql_dir: Path = SQL_DIR) -> dict[str, str]:
     """Create the views (all, or `only` and what they read) in the current database of `con`;
     returns {view: reason} for those skipped: their Parquet is missing, or a view they read is."""
     home_sql = _home_sql(home)
-    wanted = None if only is None else _with_upstream(only)
+    wanted = None if only is None else _with_upstream(only, sql_dir)
     skipped: dict[str, str] = {}
-    for view in views():
+    for view in views(sql_dir):
         if wanted is not None and view.name not in wanted:
             continue
         missing = [d for d in view.depends_on if d in skipped]
@@ -103,8 +103,8 @@ def create_views(con: duckdb.DuckDBPyConnection, home: Path | str,
     return skipped
 
 
-def _with_upstream(names: set[str]) -> set[str]:
-    by_name = {v.name: v for v in views()}
+def _with_upstream(names: set[str], sql_dir: Path) -> set[str]:
+    by_name = {v.name: v for v in views(sql_dir)}
     out, todo = set(), list(names)
     while todo:
         name = todo.pop()
@@ -121,8 +121,8 @@ def broken_views(skipped: dict[str, str]) -> dict[str, str]:
             if not _NO_FILES.search(r) and not r.startswith("needs view ")}
 
 
-def connect(home: Path | str, *, only: set[str] | None = None,
-            filesystem: Any = None) -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
+def connect(home: Path | str, *, only: set[str] | None = None, filesystem: Any = None,
+            sql_dir: Path = SQL_DIR) -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
     """An in-memory DuckDB with the views (every available one, or `only` and their upstream);
     returns (connection, skipped views). `home` may be an object-store URI such as
     `s3://bucket/warehouse` when `filesystem` is the matching fsspec filesystem: DuckDB then reads
@@ -137,7 +137,7 @@ def connect(home: Path | str, *, only: set[str] | None = None,
         con.register_filesystem(filesystem)
     con.execute(f"ATTACH ':memory:' AS {DATABASE}")
     con.execute(f"USE {DATABASE}")
-    return con, create_views(con, home, only)
+    return con, create_views(con, home, only, sql_dir)
 
 
 def publish_catalog(home: Path) -> dict[str, str]:

@@ -86,6 +86,6 @@ def benchlake_views(context: dg.AssetExecutionContext, dbt: DbtCliResource,
 
 
 def _preview(con: Any, view: str) -> dict[str, Any]:
-    table = con.execute(f'SELECT * FROM "{view}" LIMIT {PREVIEW_ROWS}').to_arrow_table()
-    count = con.execute(f'SELECT count(*) FROM "{view}"').fetchone()[0]
+    table = con.sql(f'SELECT * FROM "{view}" LIMIT {PREVIEW_ROWS}').to_arrow_table()
+    count = con.sql(f'SELECT count(*) FROM "{view}"').fetchall()[0][0]
     return {"dagster/row_count": count, "preview": dg.MetadataValue.md(markdown_preview(table))}
