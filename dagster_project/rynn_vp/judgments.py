@@ -18,6 +18,7 @@ single record over `MAX_RECORD_BYTES` is one reject with its line.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import math
@@ -41,16 +42,21 @@ GT_PREFIX = "gt_compilations/"
 JUDGMENT_SCHEMA = "judgment_record.schema.json"
 GT_SCHEMA = "gt_compilation.schema.json"
 
-METRIC_COLUMNS: dict[str, str] = {
-    **{f"PI-{i}": f"pi_{i}" for i in range(1, 7)},
-    **{f"VR-{i}": f"vr_{i}" for i in range(1, 9)},
-    "VQ": "vq",
-    **{f"VQ-D{i}": f"vq_d{i}" for i in range(1, 8)},
-}
-# PI-5 is required or refused depending on the case; PI-6 and VQ-D* are diagnostic (optional).
-REQUIRED_METRICS = (
-    *(f"PI-{i}" for i in range(1, 5)), *(f"VR-{i}" for i in range(1, 9)), "VQ",
-)
+
+
+def _metrics() -> list[dict[str, str]]:
+    """The metric contract, one row per metric (`assets/rvp_metrics.csv`): name, column of the
+    judgments table, axis, and rule (`required`; `explicit_plan`: required iff the case has an
+    explicit plan, refused otherwise; `diagnostic`: optional, recorded, never scored). A new
+    metric is a new row there (and its weight rows in sql/.../rvp_metric_weights.sql)."""
+    with (ASSETS_DIR / "rvp_metrics.csv").open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+METRICS = _metrics()
+METRIC_COLUMNS: dict[str, str] = {m["metric"]: m["column"] for m in METRICS}
+REQUIRED_METRICS = tuple(m["metric"] for m in METRICS if m["rule"] == "required")
+PLAN_METRICS = tuple(m["metric"] for m in METRICS if m["rule"] == "explicit_plan")
 STAGES = ("gt_compilation", "observer", "vr_vq_judge", "hallucination_auditor", "pi_judge",
           "critic")
 STAGE_NO = {name: no for no, name in enumerate(STAGES, start=1)}
@@ -265,10 +271,11 @@ def _metric_reasons(metrics: dict[str, Any], case_id: str, case: CaseInfo | None
             reasons.append(f"metric {name} = {_show(value)} is outside 0-100")
     reasons += [f"missing metric {name}" for name in REQUIRED_METRICS if name not in metrics]
     if case is not None:
-        if case.has_explicit_plan and "PI-5" not in metrics:
-            reasons.append(f"PI-5 missing: case {case_id} has an explicit plan")
-        elif not case.has_explicit_plan and "PI-5" in metrics:
-            reasons.append(f"PI-5 given but case {case_id} has no explicit plan")
+        for name in PLAN_METRICS:
+            if case.has_explicit_plan and name not in metrics:
+                reasons.append(f"{name} missing: case {case_id} has an explicit plan")
+            elif not case.has_explicit_plan and name in metrics:
+                reasons.append(f"{name} given but case {case_id} has no explicit plan")
     return reasons
 
 
