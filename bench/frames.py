@@ -87,7 +87,7 @@ def ensure_videos(cache: Path) -> dict[str, Path]:
 
 def target_sets(path: Path) -> dict[str, dict[str, list]]:
     """{set: {"times": [...], "indices": [...], "frames": resolved frame indices}}."""
-    from dagster_project.media.extract import index_video
+    from dagster_project.media.packet_index import index_video
 
     index = index_video(path)
     n = index.frame_count
@@ -136,7 +136,8 @@ def _barcodes_ok(arrays: list[np.ndarray], frames: list[int]) -> bool:
 
 
 def work_ours(path: str, spec: dict, reps: int) -> dict:
-    from dagster_project.media.extract import ExtractStats, extract_frames, index_video
+    from dagster_project.media.extract import ExtractStats, extract_frames
+    from dagster_project.media.packet_index import index_video
 
     stats = ExtractStats()
 
@@ -158,7 +159,7 @@ def work_ours(path: str, spec: dict, reps: int) -> dict:
 def work_full(path: str, spec: dict, reps: int) -> dict:
     import av
 
-    from dagster_project.media.extract import index_video
+    from dagster_project.media.packet_index import index_video
 
     index = index_video(path)
     wanted = {index.pts[f] for f in spec["frames"]}
@@ -196,7 +197,7 @@ def lower_bound_packets(index, frames: list[int]) -> list[int]:
 def work_lower(path: str, spec: dict, reps: int) -> dict:
     import av
 
-    from dagster_project.media.extract import index_video
+    from dagster_project.media.packet_index import index_video
 
     index = index_video(path)
     positions = set(lower_bound_packets(index, spec["frames"]))

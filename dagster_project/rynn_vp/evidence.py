@@ -133,7 +133,7 @@ class CaseInputs:
 
 
 def _write_jpeg(path, rgb: np.ndarray, quality: int) -> str:
-    from dagster_project.media.extract import encode_jpeg
+    from dagster_project.media.jpeg import encode_jpeg
     from dagster_project.tables import atomic_write_bytes
 
     atomic_write_bytes(path, encode_jpeg(rgb, quality=quality))
@@ -145,7 +145,8 @@ def build_case_evidence(inp: CaseInputs, out_dir, quality: int = 90) -> dict[str
     {"frames": [...], "storyboards": [...], "evaluations": [...], "rejects": [...]}."""
     from pathlib import Path
 
-    from dagster_project.media.extract import VideoError, extract_frames, index_video
+    from dagster_project.media.extract import extract_frames
+    from dagster_project.media.packet_index import VideoError, index_video
 
     out = Path(out_dir)
     frames: list[dict] = []

@@ -22,7 +22,9 @@ VV_FRAMES_SCHEMA = pa.schema([
 ])
 
 def extract_video(job: tuple[str, str, str, list[int], int, int, int, str]) -> list[dict]:
-    from dagster_project.media.extract import VideoError, encode_jpeg, extract_frames
+    from dagster_project.media.extract import extract_frames
+    from dagster_project.media.jpeg import encode_jpeg
+    from dagster_project.media.packet_index import VideoError
 
     data_source, video_path, stored, indices, width, height, patch, out_dir = job
     # named after the stored path, so the same inputs give the same files in any home

@@ -19,14 +19,12 @@ from dagster_project.media.encode import read_frame_index, synthetic_frames, wri
 from dagster_project.media.extract import (
     ExtractedFrame,
     ExtractStats,
-    VideoError,
-    VideoIndex,
-    encode_jpeg,
     extract_frames,
     full_decode_rgb,
-    index_video,
     iter_decoded_rgb,
 )
+from dagster_project.media.jpeg import encode_jpeg
+from dagster_project.media.packet_index import VideoError, VideoIndex, index_video
 
 W, H, FPS = 320, 180, 25
 
