@@ -29,7 +29,7 @@ from dagster_project.defs.rynn_vp.evidence import CANDIDATES_SCHEMA  # noqa: E40
 from dagster_project.defs.rynn_vp.judging import JUDGMENTS_SCHEMA  # noqa: E402
 
 from dagster_project.defs.rynn_vp.assets import CASES_SCHEMA  # noqa: E402
-from dagster_project.rynn_vp.judgments import METRIC_COLUMNS  # noqa: E402
+from dagster_project.rynn_vp.judgment_records import METRIC_COLUMNS  # noqa: E402
 from dagster_project.tables import rows_to_table, write_table  # noqa: E402
 
 SCENES = ["Bedroom", "Living_Room", "Office_Space", "Kitchen", "Bathroom", "Home Office"]

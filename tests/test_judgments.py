@@ -11,16 +11,15 @@ from typing import Any
 
 import pytest
 
-from dagster_project.rynn_vp.judgments import (
+from dagster_project.rynn_vp.judgment_records import (
     MAX_RECORD_BYTES,
     METRIC_COLUMNS,
     CandidateInfo,
     CaseInfo,
     EvalContext,
-    IngestResult,
     SourceFile,
-    ingest,
 )
+from dagster_project.rynn_vp.judgments import IngestResult, ingest
 
 PLAIN = "source1_1-Bedroom-Room_03-Task_02-Variant_07-001"  # no explicit plan
 PLANNED = "source2_1-Kitchen-Room_01-Task_01-Variant_01-001"  # explicit plan

@@ -30,7 +30,7 @@ from dagster_project.runner import (
     plan_waves,
     resolve_selection,
 )
-from dagster_project.rynn_vp.judgments import MAX_RECORD_BYTES as JUDGMENT_CAP
+from dagster_project.rynn_vp.judgment_records import MAX_RECORD_BYTES as JUDGMENT_CAP
 from dagster_project.settings import PROJECT_ROOT, Settings
 from dagster_project.video_val.responses import MAX_RECORD_BYTES as RESPONSE_CAP
 from dagster_project.video_val.schema import FOREIGN_PREFIX

@@ -50,14 +50,13 @@ from dagster_project.rynn_vp.ingest import (
     probe_case,
     read_case,
 )
-from dagster_project.rynn_vp.judgments import (
-    JUDGMENT_TABLES,
+from dagster_project.rynn_vp.judgment_records import (
     CandidateInfo,
     CaseInfo,
     EvalContext,
     SourceFile,
-    ingest,
 )
+from dagster_project.rynn_vp.judgments import JUDGMENT_TABLES, ingest
 from dagster_project.rynn_vp.packets import (
     PACKET_INPUTS,
     PACKETS_SCHEMA,
