@@ -21,19 +21,19 @@ from types import ModuleType
 import polars as pl
 import pytest
 
-from dagster_project.video_val import scoring
-from dagster_project.video_val.scoring import (
-    FORMAT_RULES,
-    MIN_THINK_CHARS,
-    Scored,
+from dagster_project.video_val import answer_extraction, scoring
+from dagster_project.video_val.answer_extraction import (
     extract_boxed_answer,
     extract_mcq_answer,
-    format_card,
-    format_exact,
-    score_frame,
-    score_response,
     strip_reasoning_tags,
 )
+from dagster_project.video_val.format_rules import (
+    FORMAT_RULES,
+    MIN_THINK_CHARS,
+    format_card,
+    format_exact,
+)
+from dagster_project.video_val.scoring import Scored, score_frame, score_response
 
 ORACLE_VERSION = "0.7.3"
 ORACLE_FILES = {
@@ -228,7 +228,8 @@ def test_policy_constants():
 
 def test_phrase_cores_cover_every_ascii_phrase():
     # The fast phrase search relies on this; a changed phrase list must update the cores.
-    for phrase, core in zip(scoring.ANSWER_PHRASES, scoring._PHRASE_CORE_OF, strict=True):
+    for phrase, core in zip(answer_extraction.ANSWER_PHRASES, answer_extraction._PHRASE_CORE_OF,
+                            strict=True):
         assert (core is not None) == phrase.isascii()
 
 
@@ -483,7 +484,7 @@ def test_vectorized_strip_matches_python():
     expected = []
     for text in texts:
         core = text.strip()
-        for mark in scoring._EDGE_PUNCTUATION:
+        for mark in answer_extraction._EDGE_PUNCTUATION:
             core = core.strip(mark)
         expected.append(core)
     assert got.to_list() == expected

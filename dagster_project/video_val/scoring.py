@@ -1,43 +1,10 @@
-"""Answer extraction and rewards for the val suite: the rules the scoring policies choose from.
+"""Rewards for the val suite: every response scored once, under both format rules.
 
-The dataset card ("Reward and answer format") fixes the rule: take the letter from `\\boxed{...}`
-inside the `<answer>` block, fall back to lmms-eval's `extract_mcq_answer`, format reward for
-`<think>…</think><answer>…</answer>` with ≥ 100 non-whitespace characters of thinking, and
-composite = 0.8 × accuracy + 0.2 × format. A scoring *policy* is data (`vv_scoring_policies`,
-SQL): which format rule, which weights. Every response is scored once here under both format
-rules; the views expand that per policy. The extraction pins down what the card leaves open:
-
-Primary rule (`extract_boxed_answer`, method "boxed_answer")
-  * The block is the text between the LAST `<answer>` and the first `</answer>` after it; no
-    `<answer>`, or that last one never closed (truncated output) → no primary answer. Tags are
-    matched exactly (case-sensitive, no attributes or spaces), like lmms-eval's tag stripper.
-  * In the block, the LAST `\\boxed{` decides (for `\\boxed{\\boxed{A}}` that is the inner one);
-    its content runs to the matching `}` counting every `{`/`}` literally. If it never closes →
-    no primary answer (we do not fall back to an earlier `\\boxed{`). `\\boxed A` and
-    `\\boxed {A}` are not boxes.
-  * Content normalization: all whitespace removed (Python `str.isspace`), then repeatedly, in
-    any order, peel a whole-string wrapper `\\text{…}`, `\\textbf{…}`, `\\mathrm{…}`, `\\mathbf{…}`
-    (pure typesetting that models wrap letters in), surrounding `(…)`, a trailing `.`. A single
-    ASCII letter is upper-cased; the answer counts only if it is then one of the question's
-    option letters. So `\\boxed{ (c). }` → C, `\\boxed{\\text{B}}` → B, while `\\boxed{C. Three}`,
-    `\\boxed{Three times}` or `\\boxed{G}` on a four-option question give no primary answer.
-
-Fallback (method "fallback")
-  * `extract_mcq_answer(strip_reasoning_tags(response), choices=option letters)`: our own
-    re-implementation of lmms-eval 0.7.3, behaving exactly like it for the `<think>` tag pair and
-    single-character choices, quirks included (see the functions). Its answer counts only if it is
-    one of the option letters; otherwise the method is "none" and `extracted` is None.
-
-Format rules
-  * `card` (`format_card`, the card's sentence read literally; the default policy's): the four
-    tags are present in that order — the first `<think>`, the first `</think>` after it, the
-    first `<answer>` after that, the first `</answer>` after that — with ≥ `MIN_THINK_CHARS`
-    non-whitespace characters (code points; whitespace = `str.isspace`) in that first think
-    block. Text before, between and after the blocks is allowed.
-  * `exact` (`format_exact`, policy `strict`): after stripping surrounding whitespace, the
-    response is exactly `<think>T</think>W<answer>A</answer>`: each tag exactly once, in that
-    order, W whitespace only (the system prompt asks for this EXACT format), and T as above.
-  A is not inspected by either: a wrong or unboxed answer costs accuracy, not format.
+The dataset card ("Reward and answer format") fixes the rule: the letter from `\\boxed{...}` in
+the `<answer>` block, else lmms-eval's `extract_mcq_answer` (`answer_extraction.py`), a format
+reward (`format_rules.py`), and composite = 0.8 × accuracy + 0.2 × format. A scoring *policy* is
+data (`vv_scoring_policies`, SQL): which format rule, which weights; the views expand the scores
+per policy.
 
 `correct` = the extracted letter equals the ground truth (exact string comparison). Option
 letters are letters or digits ("ABCD"); other option strings raise ValueError.
@@ -47,14 +14,14 @@ long texts are scanned by Polars (three passes per row: the head of the thinking
 of "<", the text after the first `</think>`), Python runs only on the short, repetitive pieces
 (answer blocks, text after the thinking) once per distinct value, lmms-eval's extractor runs as
 Polars expressions on ASCII free text, and slices are scored by two threads. Rows no shortcut
-can vouch for take the Python functions above.
+can vouch for take the Python rules (`score_response`).
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import Literal, NamedTuple
@@ -62,263 +29,20 @@ from typing import Literal, NamedTuple
 import polars as pl
 import pyarrow as pa
 
-MIN_THINK_CHARS = 100
-
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
-BOXED = "\\boxed{"
-# Typesetting commands peeled from boxed content.
-WRAPPERS = ("\\text{", "\\textbf{", "\\mathrm{", "\\mathbf{")
+from dagster_project.video_val.answer_extraction import (
+    _EDGE_PUNCTUATION,
+    _PHRASE_CORES,
+    ANSWER_CLOSE,
+    ANSWER_OPEN,
+    THINK_CLOSE,
+    boxed_candidate,
+    extract_boxed_answer,
+    fallback_letter,
+)
+from dagster_project.video_val.format_rules import MIN_THINK_CHARS, format_card, format_exact
 
 ExtractionMethod = Literal["boxed_answer", "fallback", "none"]
 ACCURACY_WEIGHT, FORMAT_WEIGHT = 0.8, 0.2
-
-# ------------------------------------------------------------------------ lmms-eval fallback
-
-# lmms-eval 0.7.3 defaults, phrase list and priorities (lmms_eval/tasks/_task_utils/mcq_extract.py).
-DEFAULT_CHOICES = ("A", "B", "C", "D", "E", "F", "G", "H")
-ANSWER_PHRASES = (
-    "the answer is", "answer is", "the correct answer is", "correct answer is",
-    "the best answer is", "best answer is", "the correct option is", "correct option is",
-    "the best option is", "best option is", "the choice is", "choice is",
-    "the correct choice is", "correct choice is", "i choose", "i select", "i pick",
-    "my answer is", "my choice is",
-    "옵션", "정답은", "답은", "답:",  # Korean
-    "答案是", "答案为", "选",  # Chinese
-    "答えは",  # Japanese
-)
-# Characters trimmed from both ends one after another, in this order (order matters: ".'" vs "'.").
-_EDGE_PUNCTUATION = (",", ".", "!", "?", ";", ":", "'", '"')
-# Each ASCII phrase contains one of these; a phrase is looked for only if its core occurs, which
-# skips most of the 27 searches over long texts without changing any result.
-_PHRASE_CORES = ("answer is", "option is", "choice is", "i choose", "i select", "i pick")
-_PHRASE_CORE_OF = tuple(
-    next((core for core in _PHRASE_CORES if core in phrase), None) for phrase in ANSWER_PHRASES
-)
-
-
-def strip_reasoning_tags(
-    text: str, tag_pairs: Sequence[tuple[str, str]] = ((THINK_OPEN, THINK_CLOSE),)
-) -> str:
-    """lmms-eval 0.7.3 `strip_reasoning_tags`, re-implemented (default: the `<think>` pair).
-
-    Per pair: while both tags occur anywhere, cut from the first opening tag through the first
-    closing tag after it (stop if none follows it). Then, if a closing tag is left but no opening
-    one (chat templates that prefill `<think>`), keep only what follows the last closing tag.
-    Finally strip surrounding whitespace. Case-sensitive; an unclosed `<think>` stays in place.
-    """
-    out = text
-    for open_tag, close_tag in tag_pairs:
-        while open_tag in out and close_tag in out:
-            start = out.find(open_tag)
-            stop = out.find(close_tag, start)
-            if stop < 0:
-                break
-            out = out[:start] + out[stop + len(close_tag):]
-        if close_tag in out and open_tag not in out:
-            out = out[out.rfind(close_tag) + len(close_tag):]
-    return out.strip()
-
-
-@lru_cache(maxsize=64)
-def _unique_choices(options: tuple[str, ...]) -> tuple[str, ...]:
-    for choice in options:
-        if len(choice) != 1 or not choice.isalnum():
-            raise ValueError(f"choices must be single letters or digits, got {choice!r}")
-    return tuple(dict.fromkeys(options))
-
-
-def extract_mcq_answer(text: str, choices: Sequence[str] | None = None) -> str:
-    """lmms-eval 0.7.3 `extract_mcq_answer`, re-implemented; "" when nothing matches.
-
-    Upstream collects (choice, position, format) candidates and returns the best by (priority,
-    position): start 10, end 9, phrase 7, "(X)" 6, "X." 5, "X:" 4, "X)" 3, "X " 2, and — only
-    when nothing else matched — any occurrence 0; within a format the later position wins. We
-    support single-character choices (letters/digits; anything else raises ValueError), where
-    a position holds one character, so within a format "best" is simply the last position and
-    no ties between different choices can arise. Quirks kept on purpose:
-      * choices are matched case-sensitively ("the answer is b" finds no B);
-      * empty/None choices mean A–H;
-      * the text is whitespace-stripped, then each of , . ! ? ; : ' " stripped from both ends in
-        turn, then padded with one space on each side;
-      * "start"/"end" = the stripped text begins/ends with the choice and the next/previous
-        character is not alphabetic (`str.isalpha`, so CJK characters count as letters);
-      * "phrase": for each phrase, its first occurrence in the lower-cased text, then for EVERY
-        choice its first occurrence after the phrase (in the original text, at the lower-cased
-        offset) is a candidate — "The answer is C. Because A is wrong" gives A;
-      * `\\boxed{C}` is seen only by the any-occurrence rule.
-    """
-    if not text or not text.strip():
-        return ""
-    options = tuple(choices) if choices else DEFAULT_CHOICES
-    unique_options = _unique_choices(options)
-    core = text.strip()
-    for mark in _EDGE_PUNCTUATION:
-        core = core.strip(mark)
-    padded = f" {core} "
-    bare = core.strip()
-
-    if bare:
-        if bare[0] in options and (len(bare) == 1 or not bare[1].isalpha()):
-            return bare[0]
-        if bare[-1] in options and (len(bare) == 1 or not bare[-2].isalpha()):
-            return bare[-1]
-
-    lowered = padded.lower()
-    ascii_only = lowered.isascii()
-    present = {c: c in lowered for c in _PHRASE_CORES}
-    best = -1
-    for phrase, phrase_core in zip(ANSWER_PHRASES, _PHRASE_CORE_OF, strict=True):
-        if (present[phrase_core] if phrase_core else not ascii_only):
-            at = lowered.find(phrase)
-            if at >= 0:
-                after = at + len(phrase)
-                for choice in options:
-                    best = max(best, padded.find(choice, after))
-    if best >= 0:
-        return padded[best]
-
-    # Every marker contains a choice character, so look only at those occurrences, from the
-    # end (single-character find is a memchr). The padding guarantees neighbours on both sides.
-    spots = []
-    for choice in unique_options:
-        at = padded.find(choice)
-        while at >= 0:
-            spots.append(at)
-            at = padded.find(choice, at + 1)
-    if not spots:
-        return ""
-    spots.sort(reverse=True)
-    for p in spots:
-        if padded[p - 1] == "(" and padded[p + 1] == ")":
-            return padded[p]
-    for follower in ".:) ":
-        for p in spots:
-            if padded[p + 1] == follower:
-                return padded[p]
-    return padded[spots[0]]
-
-
-# ------------------------------------------------------------------------------ primary rule
-
-
-def _balanced_content(text: str, start: int) -> str | None:
-    """Text from `start` up to the `}` closing an already-open `{`; None if it never closes."""
-    depth = 1
-    for i in range(start, len(text)):
-        ch = text[i]
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start:i]
-    return None
-
-
-def normalize_boxed(content: str) -> str:
-    """Policy-v1 normalization of boxed content (see the module docstring)."""
-    value = "".join(content.split())
-    while True:
-        before = value
-        for wrapper in WRAPPERS:
-            if value.startswith(wrapper) and value.endswith("}"):
-                value = value[len(wrapper):-1]
-        if len(value) >= 2 and value[0] == "(" and value[-1] == ")":
-            value = value[1:-1]
-        if value.endswith("."):
-            value = value[:-1]
-        if value == before:
-            break
-    # ASCII only: Unicode case mapping turns e.g. "ſ" into "S", which no model means.
-    if len(value) == 1 and "a" <= value <= "z":
-        value = value.upper()
-    return value
-
-
-def boxed_candidate(block: str) -> str | None:
-    """Normalized content of the last balanced `\\boxed{...}` in an answer block, or None.
-
-    Independent of the options, so the batch path can map each distinct block once.
-    """
-    at = block.rfind(BOXED)
-    if at < 0:
-        return None
-    content = _balanced_content(block, at + len(BOXED))
-    return None if content is None else normalize_boxed(content)
-
-
-def boxed_letter_in_block(block: str, option_letters: str) -> str | None:
-    """The option letter of the last balanced `\\boxed{...}` in an answer block, or None."""
-    letter = boxed_candidate(block)
-    return letter if letter is not None and _is_option(letter, option_letters) else None
-
-
-def _is_option(letter: str, option_letters: str) -> bool:
-    return len(letter) == 1 and letter in option_letters
-
-
-def extract_boxed_answer(response: str, option_letters: str) -> str | None:
-    """Primary rule: the option letter boxed in the last `<answer>` block, or None."""
-    open_at = response.rfind(ANSWER_OPEN)
-    if open_at < 0:
-        return None
-    body = open_at + len(ANSWER_OPEN)
-    close_at = response.find(ANSWER_CLOSE, body)
-    if close_at < 0:
-        return None
-    return boxed_letter_in_block(response[body:close_at], option_letters)
-
-
-def _non_space_count_at_least(text: str, n: int) -> bool:
-    # str.split() splits on exactly the str.isspace characters, at C speed; a prefix usually
-    # settles it, and a prefix's count never exceeds the whole's.
-    if len(text) < n:
-        return False
-    if len("".join(text[: 2 * n].split())) >= n:
-        return True
-    return len(text) > 2 * n and len("".join(text.split())) >= n
-
-
-TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
-
-
-def format_exact(response: str) -> bool:
-    """Format rule `exact`: exactly `<think>T</think>W<answer>A</answer>` (module notes)."""
-    text = response.strip()
-    if not (text.startswith(THINK_OPEN) and text.endswith(ANSWER_CLOSE)):
-        return False
-    think_end = text.find(THINK_CLOSE)
-    answer_start = text.find(ANSWER_OPEN)
-    if think_end < 0 or answer_start < think_end:
-        return False
-    if text[think_end + len(THINK_CLOSE):answer_start].strip():
-        return False
-    # Four "<" can only be the four tags found above; otherwise count each tag.
-    if text.count("<") != 4 and any(text.count(tag) != 1 for tag in TAGS):
-        return False
-    return _non_space_count_at_least(text[len(THINK_OPEN):think_end], MIN_THINK_CHARS)
-
-
-def format_card(response: str) -> bool:
-    """Format rule `card`: the four tags in order, text around them allowed, ≥ 100
-    non-whitespace characters in the first think block (module notes)."""
-    t0 = response.find(THINK_OPEN)
-    if t0 < 0:
-        return False
-    t1 = response.find(THINK_CLOSE, t0 + len(THINK_OPEN))
-    if t1 < 0:
-        return False
-    a0 = response.find(ANSWER_OPEN, t1 + len(THINK_CLOSE))
-    if a0 < 0 or response.find(ANSWER_CLOSE, a0 + len(ANSWER_OPEN)) < 0:
-        return False
-    return _non_space_count_at_least(response[t0 + len(THINK_OPEN):t1], MIN_THINK_CHARS)
-
-
-FORMAT_RULES: dict[str, Callable[[str], bool]] = {"card": format_card, "exact": format_exact}
-
-
-# ---------------------------------------------------------------------------------- scoring
 
 
 def _check_letter_value(option_letters: str) -> None:
@@ -338,12 +62,6 @@ class Scored(NamedTuple):
 def composite(correct: bool, fmt: bool) -> float:
     """The card's composite, 0.8 accuracy + 0.2 format (the weights of both policies)."""
     return ACCURACY_WEIGHT * correct + FORMAT_WEIGHT * fmt
-
-
-def fallback_letter(text: str, option_letters: str) -> str | None:
-    """lmms-eval's extractor on the think-stripped text, accepted only if it is an option."""
-    letter = extract_mcq_answer(strip_reasoning_tags(text), list(option_letters))
-    return letter if _is_option(letter, option_letters) else None
 
 
 def score_response(response: str, option_letters: str, ground_truth: str | None) -> Scored:
@@ -367,7 +85,7 @@ def score_response(response: str, option_letters: str, ground_truth: str | None)
 #
 # score_frame sorts rows into lanes with three scans of every row (Polars, all cores); each
 # lane's shortcut is exact for the rows it takes — the argument is written next to it — and
-# what no shortcut covers goes through the Python functions above, once per distinct value.
+# what no shortcut covers goes through score_response's Python rules, once per distinct value.
 # "<" is the pivot: every tag starts with it, so counting it (n_lt) tells when the tags found
 # at the ends of a response are the only ones. Rows the shortcuts cannot vouch for (several
 # think blocks, "<" inside answers, non-ASCII free text, answer phrases in free text, …) take
