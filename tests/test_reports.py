@@ -16,15 +16,14 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from dagster_project.reports import (
+from dagster_project.reports import export_reports
+from dagster_project.reports.export import (
     LEADERBOARD_NOTE,
-    NULL_MARK,
     PACKAGES,
     REPORT_VIEWS,
     ReportError,
-    export_reports,
-    format_number,
 )
+from dagster_project.reports.markdown import NULL_MARK, format_number
 from dagster_project.settings import Settings
 from dagster_project.warehouse.views import connect, view_names
 

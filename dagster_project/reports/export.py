@@ -10,19 +10,15 @@ row order, number formatting, chart size/dpi, no PNG timestamps), so exports can
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
-import math
 import os
 import re
 import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time
-from decimal import Decimal
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -30,6 +26,13 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from dagster_project.reports.charts import _write_charts
+from dagster_project.reports.markdown import (
+    NULL_MARK,
+    _json_value,
+    _render_csv,
+    _render_markdown,
+)
 from dagster_project.settings import SQL_DIR
 from dagster_project.tables import atomic_write_bytes, write_table
 from dagster_project.warehouse.views import connect, view_names
@@ -51,10 +54,8 @@ OPTIONAL_REPORT_VIEWS = ("rvp_profile_diff",)
 REPORT_VIEWS: tuple[str, ...] = RVP_REPORT_VIEWS + VV_REPORT_VIEWS + OPTIONAL_REPORT_VIEWS
 
 FORMATS = ("csv", "parquet", "md", "json")
-NULL_MARK = "–"  # en dash: visibly "no value" in a report, unlike an empty cell
 LEADERBOARD_NOTE = "means over scored cases; n_scored/n_cases shown"
 _LEADERBOARDS = {"rvp_leaderboard", "rvp_by_scene", "rvp_by_source_group"}
-_MD_CELL_MAX = 160  # Markdown is for reading; CSV/JSON/Parquet keep the full text
 
 CAPTIONS = {
     "rvp_leaderboard": "Rynn-VP leaderboard per profile, judge run and modality (ranked within "
@@ -90,11 +91,6 @@ CAPTIONS = {
 }
 
 PACKAGES = ("benchlake", "dagster", "duckdb", "polars", "pyarrow", "av", "matplotlib")
-
-# Fixed chart geometry: the same data always gives the same pixels.
-_DPI = 100
-_MODALITY_COLORS = {"video": "#4C72B0", "images": "#DD8452"}
-_FALLBACK_COLORS = ("#55A868", "#C44E52", "#8172B3", "#937860")
 
 
 class ReportError(ValueError):
@@ -174,254 +170,8 @@ def _query(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
             for row in cur.fetchall()]
 
 
-# --- formatting ---------------------------------------------------------------------------
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return None  # JSON has no NaN/inf
-    if isinstance(value, datetime | date | time):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, list | tuple):
-        return [_json_value(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _json_value(v) for k, v in value.items()}
-    return value
-
-
-def _csv_value(value: Any) -> str:
-    value = _json_value(value)
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)  # shortest round-trip form: exact and stable
-    if isinstance(value, list | dict):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return str(value)
-
-
-def format_number(value: float) -> str:
-    """Four decimals at most, trailing zeros dropped; tiny non-zero values keep 4 significant
-    digits so they do not read as 0."""
-    if not math.isfinite(value):
-        return NULL_MARK
-    if value != 0 and abs(value) < 0.00005:
-        return f"{value:.4g}"
-    text = f"{value:.4f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
-
-
-def _md_value(value: Any) -> str:
-    value = _json_value(value)
-    if value is None:
-        return NULL_MARK
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        text = format_number(value)
-    elif isinstance(value, list):
-        text = ", ".join(NULL_MARK if v is None else str(v) for v in value)
-    elif isinstance(value, dict):
-        text = json.dumps(value, ensure_ascii=False)
-    else:
-        text = str(value)
-    text = " ".join(text.split())  # a table row is one line
-    if len(text) > _MD_CELL_MAX:
-        text = text[: _MD_CELL_MAX - 1] + "…"
-    return text.replace("|", "\\|") if text else " "
-
-
-def _is_numeric(dtype: pa.DataType) -> bool:
-    return pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_decimal(dtype)
-
-
-def markdown_table(columns: Sequence[str], rows: Sequence[dict[str, Any]],
-                   numeric: Sequence[bool]) -> str:
-    """A GitHub-flavoured Markdown table (numbers right-aligned, NULL as an en dash)."""
-    lines = ["| " + " | ".join(c.replace("|", "\\|") for c in columns) + " |",
-             "|" + "|".join("---:" if num else "---" for num in numeric) + "|"]
-    lines += ["| " + " | ".join(_md_value(row[c]) for c in columns) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def _render_markdown(export: _ViewExport, table: pa.Table, profiles: Sequence[str]) -> str:
-    numeric = [_is_numeric(table.schema.field(c).type) for c in export.columns]
-    parts = [f"# {export.view}", "", export.caption]
-    if "profile" in export.columns:
-        parts[-1] += f" Profiles: {', '.join(profiles)}."
-    parts += ["", markdown_table(export.columns, export.rows, numeric)]
-    if not export.rows:
-        parts += ["", "_(no rows)_"]
-    return "\n".join(parts) + "\n"
-
-
-def _render_csv(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows([[_csv_value(row[c]) for c in columns] for row in rows])
-    return buf.getvalue()
-
-
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
-
-
-# --- charts -------------------------------------------------------------------------------
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "_"
-
-
-def _figure(width: float, height: float) -> Any:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    # Figure + Agg canvas directly: no pyplot global state, no backend switch for the caller.
-    fig = Figure(figsize=(width, height), dpi=_DPI)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _save(fig: Any, path: Path) -> None:
-    buf = io.BytesIO()
-    # No "Software" tag (matplotlib's version) and no timestamp: identical bytes per run.
-    fig.savefig(buf, format="png", dpi=_DPI, metadata={"Software": None})
-    atomic_write_bytes(path, buf.getvalue())
-
-
-def _modality_color(modality: str | None, seen: dict[str, str]) -> str:
-    key = modality or "unknown"
-    if key not in seen:
-        seen[key] = _MODALITY_COLORS.get(key, _FALLBACK_COLORS[len(seen) % len(_FALLBACK_COLORS)])
-    return seen[key]
-
-
-def chart_leaderboard(rows: Sequence[dict[str, Any]], title: str, path: Path) -> None:
-    """Horizontal bars of final_score per system, grouped and colored by modality, each bar
-    labelled with its n_scored/n_cases (a mean is only as good as its denominator)."""
-    rows = sorted(rows, key=lambda r: (r.get("modality") or "", r.get("rank_in_modality") or 1e9,
-                                       r["system"]))
-    fig = _figure(8.0, 1.2 + 0.5 * len(rows))
-    ax = fig.add_subplot()
-    colors: dict[str, str] = {}
-    labels = [f"{r['system']} ({r.get('modality') or '?'})" for r in rows]
-    scores = [r["final_score"] if r["final_score"] is not None else 0.0 for r in rows]
-    ys = list(range(len(rows)))[::-1]  # first row on top
-    ax.barh(ys, scores, color=[_modality_color(r.get("modality"), colors) for r in rows],
-            height=0.6)
-    for y, r, score in zip(ys, rows, scores, strict=True):
-        denominator = f"{r['n_scored']}/{r['n_cases']}"
-        value = NULL_MARK if r["final_score"] is None else f"{r['final_score']:.2f}"
-        if score >= 12:  # room inside the bar for the denominator
-            ax.text(1.5, y, denominator, va="center", ha="left", color="white", fontsize=9,
-                    fontweight="bold")
-        else:  # a short (or absent) bar: both labels beside it, still readable
-            value = f"{value}   {denominator}"
-        ax.text(score + 1.0, y, value, va="center", ha="left", fontsize=9)
-    ax.set_yticks(ys, labels)
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("final_score (mean over scored cases; bar label: n_scored/n_cases)")
-    ax.set_title(title, fontsize=11)
-    from matplotlib.patches import Patch
-
-    ax.legend(handles=[Patch(color=c, label=m) for m, c in colors.items()], loc="lower right",
-              fontsize=8, title="modality", title_fontsize=8)
-    fig.tight_layout()
-    _save(fig, path)
-
-
-def chart_scene_heatmap(rows: Sequence[dict[str, Any]], title: str, path: Path) -> None:
-    """System × scene heatmap of final_score with the values written in (blank: no score)."""
-    import numpy as np
-
-    systems = sorted({(r.get("modality") or "", r["system"]) for r in rows})
-    scenes = sorted({r["scene"] for r in rows if r["scene"] is not None})
-    grid = np.full((len(systems), len(scenes)), np.nan)
-    for r in rows:
-        if r["final_score"] is not None and r["scene"] is not None:
-            key = (r.get("modality") or "", r["system"])
-            grid[systems.index(key), scenes.index(r["scene"])] = r["final_score"]
-    fig = _figure(1.6 + 1.3 * max(len(scenes), 1), 1.6 + 0.55 * max(len(systems), 1))
-    ax = fig.add_subplot()
-    image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0, vmax=100,
-                      aspect="auto")
-    for i in range(len(systems)):
-        for j in range(len(scenes)):
-            if not np.isnan(grid[i, j]):
-                ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=9,
-                        color="black" if grid[i, j] > 60 else "white")
-    ax.set_xticks(range(len(scenes)), scenes, rotation=30, ha="right")
-    ax.set_yticks(range(len(systems)), [f"{s} ({m or '?'})" for m, s in systems])
-    ax.set_title(title, fontsize=11)
-    fig.colorbar(image, ax=ax, label="final_score")
-    fig.tight_layout()
-    _save(fig, path)
-
-
-def chart_accuracy_by_step(rows: Sequence[dict[str, Any]], path: Path, policy: str) -> None:
-    """Val accuracy against step under one scoring policy: one panel per data_source ('all'
-    first), one line per run."""
-    sources = sorted({r["data_source"] for r in rows} - {"all", "macro"})
-    panels = (["all"] if any(r["data_source"] == "all" for r in rows) else []) + sources
-    runs = sorted({r["run_id"] for r in rows})
-    fig = _figure(3.4 * max(len(panels), 1) + 0.6, 3.6)
-    axes = fig.subplots(1, max(len(panels), 1), sharey=True, squeeze=False)[0]
-    for ax, source in zip(axes, panels, strict=False):
-        for run in runs:
-            points = sorted((r["step"], r["accuracy"]) for r in rows
-                            if r["run_id"] == run and r["data_source"] == source
-                            and r["accuracy"] is not None)
-            if points:
-                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=run)
-        ax.set_title(source, fontsize=10)
-        ax.set_xlabel("step")
-        ax.set_ylim(0, 1)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("accuracy")
-    axes[0].legend(fontsize=8, title="run", title_fontsize=8)
-    fig.suptitle(f"videorl-video-val accuracy by step — scoring policy {policy}", fontsize=11)
-    fig.tight_layout()
-    _save(fig, path)
-
-
-def _write_charts(exports: dict[str, _ViewExport], profiles: Sequence[str],
-                  charts_dir: Path) -> list[str]:
-    written: list[Path] = []
-    board = exports.get("rvp_leaderboard")
-    scenes = exports.get("rvp_by_scene")
-    for profile in profiles:
-        if board is not None:
-            for run in sorted({r["judge_run_id"] for r in board.rows if r["profile"] == profile}):
-                rows = [r for r in board.rows
-                        if r["profile"] == profile and r["judge_run_id"] == run]
-                path = charts_dir / f"rvp_leaderboard_{_safe(profile)}_{_safe(run)}.png"
-                chart_leaderboard(rows, f"Rynn-VP leaderboard — profile {profile}, {run}", path)
-                written.append(path)
-        if scenes is not None:
-            for run in sorted({r["judge_run_id"] for r in scenes.rows
-                               if r["profile"] == profile}):
-                rows = [r for r in scenes.rows
-                        if r["profile"] == profile and r["judge_run_id"] == run]
-                path = charts_dir / f"rvp_scene_heatmap_{_safe(profile)}_{_safe(run)}.png"
-                chart_scene_heatmap(rows, f"Rynn-VP final_score by scene — profile {profile}, "
-                                          f"{run}", path)
-                written.append(path)
-    scores = exports.get("vv_scores")
-    if scores is not None and scores.rows:
-        for policy in sorted({r["policy"] for r in scores.rows}):
-            path = charts_dir / f"vv_accuracy_by_step_{_safe(policy)}.png"
-            chart_accuracy_by_step([r for r in scores.rows if r["policy"] == policy], path,
-                                   policy)
-            written.append(path)
-    return [f"charts/{p.name}" for p in written]
 
 
 # --- manifest -----------------------------------------------------------------------------
