@@ -36,7 +36,7 @@ from dagster_project.video_val.responses import MAX_RECORD_BYTES as RESPONSE_CAP
 from dagster_project.video_val.schema import FOREIGN_PREFIX
 from dagster_project.warehouse.views import connect
 from tests.conftest import settings_for
-from tests.test_val_scores import RESPONSES, rows
+from tests.video_val.test_scores import RESPONSES, rows
 
 FIVE_MB = 5 * 1024 * 1024  # the old whole-file limit
 

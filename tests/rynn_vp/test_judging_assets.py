@@ -86,7 +86,7 @@ def test_packets_name_existing_evidence_and_are_fingerprinted(demo_warehouse):
         data = json.loads(Path(p["packet_abspath"]).read_text())
         assert data["fingerprint"] == p["packet_fingerprint"]
         assert data["role"] == p["role"] and data["prompt"]["version"] == p["prompt_version"]
-        template = Path(__file__).parent.parent / "assets" / "prompts" / "v1" / f"{p['role']}.md"
+        template = Path(__file__).parents[2] / "assets" / "prompts" / "v1" / f"{p['role']}.md"
         assert data["prompt"]["text"] == template.read_text()  # used unchanged
         folder = Path(p["packet_abspath"]).parent
         for item in data["evidence"] + data["storyboards"]:

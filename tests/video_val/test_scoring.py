@@ -10,12 +10,8 @@ that fails (no network).
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import subprocess
 import sys
-import zipfile
-from pathlib import Path
 from types import ModuleType
 
 import polars as pl
@@ -34,6 +30,7 @@ from dagster_project.video_val.format_rules import (
     format_exact,
 )
 from dagster_project.video_val.scoring import Scored, score_frame, score_response
+from tests.oracles.wheels import extract, load, wheel
 
 ORACLE_VERSION = "0.7.3"
 ORACLE_FILES = {
@@ -46,48 +43,15 @@ N_GENERATED = 3000
 # ------------------------------------------------------------------------------ the oracle
 
 
-def _wheel_in(folder: Path) -> Path | None:
-    found = sorted(folder.glob(f"lmms_eval-{ORACLE_VERSION}-*.whl"))
-    return found[0] if found else None
-
-
-def _oracle_wheel(cache_dir: Path) -> Path | None:
-    """The wheel from `.venv/oracles/`, else the pytest cache, else downloaded into the cache."""
-    for folder in (Path(sys.prefix) / "oracles", cache_dir):
-        if (wheel := _wheel_in(folder)) is not None:
-            return wheel
-    try:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--retries", "1",
-             "--timeout", "20", f"lmms-eval=={ORACLE_VERSION}", "-d", str(cache_dir)],
-            check=True, capture_output=True, timeout=300)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return _wheel_in(cache_dir)
-
-
 @pytest.fixture(scope="session")
 def oracle(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModuleType]:
-    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
-    wheel = _oracle_wheel(Path(cache.mkdir("lmms-eval-oracle")) if cache is not None
-                          else tmp_path_factory.mktemp("lmms-eval-oracle"))
-    if wheel is None:
-        pytest.skip(f"lmms-eval {ORACLE_VERSION} wheel not available (offline?)")
+    whl = wheel(request, tmp_path_factory, "lmms-eval", ORACLE_VERSION)
     out = tmp_path_factory.mktemp("oracle")
-    modules = {}
-    with zipfile.ZipFile(wheel) as zf:
-        for name, member in ORACLE_FILES.items():
-            path = out / f"lmms_eval_{name}.py"
-            path.write_bytes(zf.read(member))
-            # Loaded as standalone modules: importing lmms_eval.* would run the package's
-            # __init__ and need its dependencies.
-            spec = importlib.util.spec_from_file_location(f"lmms_eval_oracle_{name}", path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            modules[name] = module
-    return modules
+    # Loaded as standalone modules: importing lmms_eval.* would run the package's __init__ and
+    # need its dependencies.
+    return {name: load(extract(whl, member, out / name), f"lmms_eval_oracle_{name}")
+            for name, member in ORACLE_FILES.items()}
 
 
 # ------------------------------------------------------------------ generated responses

@@ -17,8 +17,8 @@ import pytest
 
 from dagster_project.cli import query
 from dagster_project.status import STATUS_DIR
+from tests.cli.test_cli import BENCHLAKE, run
 from tests.conftest import settings_for
-from tests.test_cli import BENCHLAKE, run
 
 
 def _markers(home: Path, table: str) -> list[dict]:

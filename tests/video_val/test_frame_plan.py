@@ -5,7 +5,7 @@ into the pytest cache) is loaded from its file with
 stub torch/torchvision modules, so its own `smart_nframes`, `smart_resize` and even `fetch_video`
 run here; only video decoding and tensor work are faked. Frame indices need real torch, which
 the project does not depend on: they are checked against a fixture that
-tests/fixtures/make_linspace_reference.py produced with torch 2.13.0.
+tests/oracles/make_linspace_reference.py produced with torch 2.13.0.
 """
 
 from __future__ import annotations
@@ -14,10 +14,8 @@ import gzip
 import importlib.util
 import json
 import random
-import subprocess
 import sys
 import types
-import zipfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -27,9 +25,9 @@ import numpy as np
 import pytest
 
 from dagster_project.video_val import frame_plan as fp
+from tests.oracles.wheels import extract, wheel
 
-FIXTURES = Path(__file__).parent / "fixtures"
-UPSTREAM = "qwen-vl-utils==0.0.14"
+FIXTURES = Path(__file__).parent.parent / "oracles"
 # The dataset card's sampling settings.
 CARD = {"fps": 1.0, "max_frames": 64, "min_pixels": 3136, "max_pixels": 501760}
 VIDEO_FPS_CHOICES = [1, 2, 0.5, 23.976, 24, 25, 29.97, 30, 50, 59.94, 60, 120]
@@ -160,10 +158,6 @@ def _stub_modules(io: FakeIO) -> dict[str, types.ModuleType]:
     }
 
 
-# Set after a failed download so the other tests skip at once instead of retrying it.
-_download_failure: list[str] = []
-
-
 def _upstream_source(request: pytest.FixtureRequest, tmp_factory: pytest.TempPathFactory) -> Path:
     # Normally a dev dependency (installed by ./dev): read the module file without importing
     # the package, whose __init__ imports torch.
@@ -172,30 +166,8 @@ def _upstream_source(request: pytest.FixtureRequest, tmp_factory: pytest.TempPat
         installed = Path(next(iter(spec.submodule_search_locations))) / "vision_process.py"
         if installed.is_file():
             return installed
-    if _download_failure:
-        pytest.skip(_download_failure[0])
-    cache = getattr(request.config, "cache", None)
-    root = cache.mkdir("qwen_vl_utils_0_0_14") if cache else tmp_factory.mktemp("qwen_vl_utils")
-    source = Path(root) / "vision_process.py"
-    if source.exists():
-        return source
-    wheels = sorted(Path(root).glob("qwen_vl_utils-0.0.14-*.whl"))
-    if not wheels:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", UPSTREAM, "-d", root]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-            reason = proc.stderr.strip()[-400:]
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            reason = str(exc)
-        wheels = sorted(Path(root).glob("qwen_vl_utils-0.0.14-*.whl"))
-        if not wheels:
-            _download_failure.append(
-                f"cannot download {UPSTREAM} from PyPI (network needed once): {reason}"
-            )
-            pytest.skip(_download_failure[0])
-    with zipfile.ZipFile(wheels[0]) as wheel:
-        source.write_bytes(wheel.read("qwen_vl_utils/vision_process.py"))
-    return source
+    whl = wheel(request, tmp_factory, "qwen-vl-utils", "0.0.14")
+    return extract(whl, "qwen_vl_utils/vision_process.py", tmp_factory.mktemp("qwen_vl_utils"))
 
 
 @pytest.fixture(scope="session")
