@@ -17,8 +17,8 @@ from typing import Any
 
 from PIL import Image
 
-from dagster_project.rynn_vp.checksums import hash_files
 from dagster_project.media.encode import synthetic_frames, write_h264
+from dagster_project.rynn_vp.checksums import hash_files
 from dagster_project.settings import ASSETS_DIR
 from dagster_project.tables import atomic_write_bytes
 
