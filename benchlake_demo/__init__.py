@@ -50,7 +50,7 @@ def ensure_video_val_demo(settings: Settings) -> None:
 def ensure_candidates_demo(settings: Settings) -> None:
     """Build the demo candidates if CANDIDATES_DIR is left at its default."""
     if settings.uses_demo_candidates():
-        from benchlake_demo.candidates import build_candidates_demo
+        from benchlake_demo.rvp_candidates import build_candidates_demo
 
         _build_once(settings.candidates_root(), build_candidates_demo)
 
@@ -59,7 +59,7 @@ def ensure_judgments_demo(settings: Settings) -> None:
     """Build the demo judge runs if JUDGMENTS_DIR is left at its default. They cite the demo
     snapshot's files and the demo candidates' evidence, so those demos are built first."""
     if settings.uses_demo_judgments():
-        from benchlake_demo.judgments import build_judgments_demo
+        from benchlake_demo.rvp_judgments import build_judgments_demo
 
         ensure_rynn_vp_demo(settings)
         ensure_candidates_demo(settings)
@@ -71,7 +71,7 @@ def ensure_judgments_demo(settings: Settings) -> None:
 def ensure_responses_demo(settings: Settings) -> None:
     """Build the demo val-suite responses if RESPONSES_DIR is left at its default."""
     if settings.uses_demo_responses():
-        from benchlake_demo.responses import build_responses_demo
+        from benchlake_demo.vv_responses import build_responses_demo
 
         _build_once(settings.responses_root(), build_responses_demo)
 

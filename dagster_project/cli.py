@@ -106,9 +106,9 @@ def run_materialize(settings: Settings, select: str | None) -> None:
             where = f" (input: {f.input_file})" if f.input_file else ""
             err.print(f"benchlake: {', '.join(f.assets)} failed: {f.message}{where}",
                       soft_wrap=True, markup=False)
-        raise CliError(f"materialization failed in {len(failed)} step(s) "
-                       f"({', '.join(f.step for f in failed) or '?'}); the runs are in "
-                       f"`benchlake ui` (Dagster home {settings.dagster_home})")
+        names = "; ".join(", ".join(f.assets) or f.step for f in failed) or "?"
+        raise CliError(f"materialization failed in {len(failed)} step(s) ({names}); the runs "
+                       f"are in `benchlake ui` (Dagster home {settings.dagster_home})")
     n = len(result.get_asset_materialization_events())
     err.print(f"materialized {n} asset(s) in {time.perf_counter() - started:.1f}s; "
               f"catalog: {settings.catalog_path}", soft_wrap=True, markup=False)

@@ -136,14 +136,44 @@ def whole_assets(graph: dg.AssetGraph, keys: set[dg.AssetKey]) -> set[dg.AssetKe
     return out
 
 
+_BARE_NAME = re.compile(r"(?<![\w/:\"-])([A-Za-z_]\w*)(?![\w/:\"-])")
+
+
+def with_table_names(graph: dg.AssetGraph, select: str) -> str:
+    """`select` with every bare table name (`rvp_snapshot`) written as its asset key
+    (`raw/rvp_snapshot`): a name that is not itself a key but ends exactly one key."""
+    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    by_name: dict[str, list[str]] = {}
+    for key in keys:
+        by_name.setdefault(key.rsplit("/", 1)[-1], []).append(key)
+
+    def expand(match: re.Match) -> str:
+        name = match.group(1)
+        owners = by_name.get(name, [])
+        return owners[0] if name not in keys and len(owners) == 1 else name
+
+    return _BARE_NAME.sub(expand, select)
+
+
 def resolve_selection(graph: dg.AssetGraph, select: str | None) -> set[dg.AssetKey]:
-    """The asset keys `select` (Dagster selection syntax; None: everything but the reports)
-    names, widened to whole multi-assets."""
+    """The asset keys `select` (Dagster selection syntax, where a raw table may also be named
+    without its `raw/` prefix; None: everything but the reports) names, widened to whole
+    multi-assets."""
     # "Everything" leaves out the report exports: they are written by `benchlake export`, the
     # rescoring job and its schedule, or an explicit selection such as `group:reports`.
     selection = (dg.AssetSelection.all() - dg.AssetSelection.groups("reports") if not select
-                 else dg.AssetSelection.from_string(select))
-    keys = selection.resolve(graph)
+                 else dg.AssetSelection.from_string(with_table_names(graph, select)))
+    try:
+        keys = selection.resolve(graph)
+    except dg.DagsterInvalidSubsetError as error:
+        raise ValueError(f"--select {select!r}: {_first_line(str(error))}") from None
+    # External assets (tables several stages write, the run markers) are not run themselves.
+    external = {k for k in keys if not graph.get(k).is_executable}
+    keys = set(keys) - external
+    if select and external and not keys:
+        names = ", ".join(sorted(k.to_user_string() for k in external))
+        raise ValueError(f"--select {select!r} names only tables written by other assets "
+                         f"({names}); select the assets that write them")
     if select and not keys:
         known = sorted(k.to_user_string() for k in graph.get_all_asset_keys())
         raise ValueError(f"--select {select!r} matches no asset; assets: {', '.join(known)}")

@@ -73,9 +73,10 @@ def test_each_domain_has_its_logic_wiring_and_tests():
              "__init__.py"}
     for path in (package / "defs").rglob("*.py"):
         assert path.name in roles, path
-    # no module name appears twice in the package (one name per concept)
-    names = [p.stem for p in package.rglob("*.py")
-             if p.parent != package / "defs" and "defs" not in p.parts and p.stem != "__init__"]
+    # no module name appears twice in the package or beside it in the demo generator (one name
+    # per concept)
+    modules = [*package.rglob("*.py"), *(PROJECT_ROOT / "benchlake_demo").rglob("*.py")]
+    names = [p.stem for p in modules if "defs" not in p.parts and p.stem != "__init__"]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
 
 

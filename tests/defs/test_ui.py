@@ -231,6 +231,9 @@ def test_ui_launches_the_demo_materialization(ui_server: UiServer) -> None:
         "selector": {**ui_server.repository, "pipelineName": "__ASSET_JOB",
                      "assetSelection": [{"path": key} for key in DEMO_ASSETS]},
         "mode": "default",
+        # One process for the steps: on 2 cores a process per step would only add start-up
+        # time (the multiprocess executor has its own test in tests/rynn_vp/test_evidence.py).
+        "runConfigData": {"execution": {"config": {"in_process": {}}}},
         "executionMetadata": {"tags": [{"key": "benchlake/test", "value": "test_ui"}]},
     }
     launched = graphql(port, LAUNCH, {"params": params})["launchRun"]

@@ -11,7 +11,7 @@ from typing import Any
 import av
 import pytest
 
-from benchlake_demo.candidates import (
+from benchlake_demo.rvp_candidates import (
     SHORT_FRAMES,
     STORYBOARD,
     SYSTEMS,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from benchlake_demo.candidates import (
+from benchlake_demo.rvp_candidates import (
     STORYBOARD,
     VEO,
     WAN,
@@ -24,7 +24,7 @@ from benchlake_demo.candidates import (
     build_candidates_demo,
     demo_plan,
 )
-from benchlake_demo.judgments import (
+from benchlake_demo.rvp_judgments import (
     DEMO_JUDGE_RUNS,
     PROMPT_ROLES,
     PROMPT_VERSION,

@@ -196,14 +196,14 @@ def test_bad_responses_are_rejected_with_reasons(responses_home):
 
 
 def test_responses_sensor(responses_home):
-    from dagster_project.defs.video_val.scoring import vv_responses_sensor
+    from dagster_project.defs.video_val.sensors import vv_responses_sensor
 
     settings, drop = responses_home
     res = {"benchlake": BenchlakeSettings.from_settings(settings)}
     first = vv_responses_sensor(dg.build_sensor_context(resources=res))
     assert len(first.run_requests) == 1
-    assert isinstance(vv_responses_sensor(dg.build_sensor_context(cursor=first.cursor,
-                                                                  resources=res)), dg.SkipReason)
+    again = vv_responses_sensor(dg.build_sensor_context(cursor=first.cursor, resources=res))
+    assert not again.run_requests and again.skip_reason
     (drop / "new.jsonl").write_text((drop / "base-rl.jsonl").read_text().splitlines()[0] + "\n")
     later = vv_responses_sensor(dg.build_sensor_context(cursor=first.cursor, resources=res))
     assert "new.jsonl" in later.run_requests[0].tags["benchlake/changed_files"]

@@ -1,7 +1,7 @@
 """Same inputs, same bytes: across fresh processes, build orders and warehouse locations.
 
 Two fresh processes each build every demo input (in two different orders) into a new home and
-materialize everything there. Every file they write must be identical between the two homes and
+materialize every table there (the dbt views write no file). Every file they write must be identical between the two homes and
 to the demo this pytest process built earlier (after other work, so with a different memory
 state); and a home moved elsewhere must still work, since stored paths are home-relative.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import settings_for
+from tests.conftest import TABLES, settings_for
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ from dagster_project.settings import Settings
 settings = Settings.from_env({"BENCHLAKE_HOME": sys.argv[1]})
 for name in sys.argv[2].split(","):
     getattr(demo, f"ensure_{name}_demo")(settings)
-assert materialize(settings, log_level="ERROR").success
+assert materialize(settings, sys.argv[3], log_level="ERROR").success
 """
 ORDERS = {
     "a": "rynn_vp,candidates,judgments,video_val,responses",
@@ -53,7 +53,7 @@ def fresh_homes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         ("BENCHLAKE_", "RYNN_VP_", "VIDEO_VAL_", "CANDIDATES_", "JUDGMENTS_", "RESPONSES_"))}
     homes = {name: base / f"home-{name}" for name in ORDERS}
     procs = {name: subprocess.Popen(  # both at once: two fresh processes, two orders
-        [sys.executable, "-c", BUILD_AND_MATERIALIZE, str(home), ORDERS[name]],
+        [sys.executable, "-c", BUILD_AND_MATERIALIZE, str(home), ORDERS[name], TABLES],
         cwd=base, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for name, home in homes.items()}
     for name, proc in procs.items():

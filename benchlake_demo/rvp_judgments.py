@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from benchlake_demo.candidates import STORYBOARD, VEO, WAN, DemoCandidate, demo_plan
+from benchlake_demo.rvp_candidates import STORYBOARD, VEO, WAN, DemoCandidate, demo_plan
 from benchlake_demo.rynn_vp import load_spec, make_planning
 from dagster_project.rynn_vp.evidence import (
     N_PANELS,
