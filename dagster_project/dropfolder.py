@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,18 +21,66 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dagster_project.tables import atomic_write_bytes, path_field, read_table
+from dagster_project.tables import atomic_write_bytes, path_field, read_table, temp_beside
 
 
-def scan_drop_folder(root: Path) -> dict[str, str]:
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, read in 1 MB pieces (a file of any size in bounded memory)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while data := fh.read(_CHUNK):
+            digest.update(data)
+    return digest.hexdigest()
+
+
+STAT_CACHE = ".stat_cache.json"
+
+
+def scan_drop_folder(root: Path, stat_cache: Path | None = None) -> dict[str, str]:
     """{relative path: sha256} of every file under a drop folder (hidden files ignored). Every
-    file is listed, whatever its suffix: the readers reject the ones they cannot read, visibly."""
-    found = {}
+    file is listed, whatever its suffix: the readers reject the ones they cannot read, visibly.
+
+    With `stat_cache` (a JSON file kept beside the archive), a file whose size, mtime and inode
+    are those recorded with its digest is not read again: a campaign folder of many GB is
+    hashed once, and each later scan (every sensor tick, every run) only stats it."""
+    cache: dict[str, list] = {}
+    if stat_cache is not None and stat_cache.exists():
+        try:
+            cache = json.loads(stat_cache.read_text())
+        except ValueError:  # a damaged cache only costs a re-hash
+            cache = {}
+    found, fresh = {}, {}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
-        if path.is_file() and not any(part.startswith(".") for part in rel.split("/")):
-            found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        if any(part.startswith(".") for part in rel.split("/")) or not path.is_file():
+            continue
+        st = path.stat()
+        key, stamp = f"{root}/{rel}", [st.st_size, st.st_mtime_ns, st.st_ino]
+        hit = cache.get(key)
+        sha = hit[3] if hit is not None and hit[:3] == stamp else file_sha256(path)
+        found[rel], fresh[key] = sha, [*stamp, sha]
+    if stat_cache is not None:
+        kept = {k: v for k, v in cache.items() if not k.startswith(f"{root}/")}
+        if {**kept, **fresh} != cache:
+            atomic_write_bytes(stat_cache, json.dumps({**kept, **fresh}, sort_keys=True).encode())
     return found
+
+
+def archive_copy(src: Path, archive_root: Path) -> str:
+    """Copy `src` into `archive_root/<sha256>` through a temp file and a rename, in pieces; the
+    sha256 of the bytes copied (what the archive now holds, even if `src` changed meanwhile)."""
+    digest = hashlib.sha256()
+    fd, tmp = temp_beside(archive_root / "incoming")
+    try:
+        with os.fdopen(fd, "wb") as out, src.open("rb") as fh:
+            while data := fh.read(_CHUNK):
+                digest.update(data)
+                out.write(data)
+        os.replace(tmp, archive_root / digest.hexdigest())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return digest.hexdigest()
 
 
 def archive_versions(archive_root: Path, root: Path, manifest: Path, home: Path) -> list[dict]:
@@ -48,14 +97,19 @@ def archive_versions(archive_root: Path, root: Path, manifest: Path, home: Path)
     for r in previous:
         r.setdefault("folder", folder)  # manifests written before folders were recorded
     known = {(r["folder"], r["source_file"], r["sha256"]) for r in previous}
-    current = scan_drop_folder(root)
+    current = scan_drop_folder(root, archive_root / STAT_CACHE)
     versions = list(previous)
     for rel, sha in current.items():
         if (folder, rel, sha) in known:
             continue
         archived = archive_root / sha
         if not archived.exists():
-            atomic_write_bytes(archived, (root / rel).read_bytes())
+            # named by the bytes actually copied: a file rewritten since the scan is simply a
+            # version the next scan finds
+            sha = archive_copy(root / rel, archive_root)
+            archived = archive_root / sha
+            if (folder, rel, sha) in known:
+                continue
         n = 1 + max((r["version"] for r in versions if r["source_file"] == rel), default=0)
         versions.append({"folder": folder, "source_file": rel, "version": n, "sha256": sha,
                          "size_bytes": archived.stat().st_size, "archived_path": str(archived)})
@@ -80,11 +134,12 @@ def ingested_cursor(versions: Path, root: Path, home: Path) -> str | None:
     return json.dumps(current, sort_keys=True) if current else None
 
 
-def changed_files(root: Path, cursor: str | None) -> tuple[list[str], str, str]:
+def changed_files(root: Path, cursor: str | None, stat_cache: Path | None = None
+                  ) -> tuple[list[str], str, str]:
     """(paths with new content since the cursor, the new cursor, a run key for this change).
     The cursor maps each path to its content hash."""
     seen = json.loads(cursor) if cursor else {}
-    current = scan_drop_folder(root)
+    current = scan_drop_folder(root, stat_cache)
     changed = sorted(p for p, h in current.items() if seen.get(p) != h)
     run_key = hashlib.sha256(json.dumps([(p, current[p]) for p in changed]).encode()).hexdigest()
     return changed, json.dumps(current, sort_keys=True), run_key
@@ -374,7 +429,7 @@ def read_records(path: Path, name: str, *, accept: tuple[str, ...], max_record_b
             yield Record(None, None, problem="empty file: no records")
             return
         if sha256 is not None:
-            digest = _file_sha256(path)
+            digest = file_sha256(path)
             if digest != sha256.lower():
                 # The archive copy must be the bytes that were recorded, or rows would lie.
                 yield Record(None, None, problem=f"file content sha256 {digest} differs from "
@@ -383,14 +438,6 @@ def read_records(path: Path, name: str, *, accept: tuple[str, ...], max_record_b
         yield from READERS[suffix](path, max_record_bytes)
     except OSError as exc:
         yield Record(None, None, problem=f"cannot read file: {exc}")
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while data := fh.read(_CHUNK):
-            digest.update(data)
-    return digest.hexdigest()
 
 
 # raw/rvp_judgment_files, raw/vv_response_files: every version of every file of a drop folder

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,7 @@ def _umask_mode() -> int:
     return 0o666 & ~umask
 
 
-def _temp_beside(path: Path) -> tuple[int, str]:
+def temp_beside(path: Path) -> tuple[int, str]:
     """A temp file in `path`'s folder (same filesystem, so the rename is atomic), with the mode
     a plain open() would give rather than mkstemp's 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -102,7 +103,7 @@ def _temp_beside(path: Path) -> tuple[int, str]:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` through a temp file in the same folder and a rename."""
-    fd, tmp = _temp_beside(path)
+    fd, tmp = temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -172,7 +173,7 @@ def write_table(
         if home is None:
             raise ValueError(f"{path}: a table with path columns needs the home to store them")
         table = _map_path_columns(table, lambda v: stored_path(v, home))
-    fd, tmp = _temp_beside(path)
+    fd, tmp = temp_beside(path)
     os.close(fd)
     try:
         pq.write_table(table, tmp, **_PARQUET_OPTIONS)
@@ -181,6 +182,33 @@ def write_table(
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+@contextmanager
+def streaming_parquet(path: Path, schema: pa.Schema) -> Iterator[_NonEmptyWriter]:
+    """A Parquet writer with the fixed options for a table too large to hold: each `write` is
+    one row group (empty tables are skipped); the file appears at `path` whole, by a rename, only
+    when the block ends without error. No path columns (they need `write_table`'s mapping)."""
+    if any(_is_path_field(f) for f in schema):
+        raise ValueError(f"{path}: streaming_parquet does not store path columns")
+    fd, tmp = temp_beside(path)
+    os.close(fd)
+    try:
+        with pq.ParquetWriter(tmp, schema, **_PARQUET_OPTIONS) as writer:
+            yield _NonEmptyWriter(writer)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class _NonEmptyWriter:
+    def __init__(self, writer: pq.ParquetWriter) -> None:
+        self.writer = writer
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self.writer.write_table(table, row_group_size=table.num_rows)
 
 
 def read_table(path: Path, home: Path, columns: list[str] | None = None) -> pa.Table:

@@ -13,9 +13,11 @@ action) and sample the GT video at each one's END, clamped into the decodable ra
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -132,6 +134,30 @@ class CaseInputs:
     candidates: list[dict]  # rvp_candidates rows of the case (ok or not)
 
 
+# Bump when anything above or in build_case_evidence changes what is extracted: every evaluation
+# is then extracted again. Otherwise an evaluation whose inputs are unchanged is not decoded again.
+EVIDENCE_POLICY_VERSION = "1"
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def case_fingerprint(inp: CaseInputs) -> str:
+    """What every evaluation of the case shares: the policy version, S0's and the GT video's
+    digests, the decodable range and the intervals (the anchors' source)."""
+    return _digest([EVIDENCE_POLICY_VERSION, inp.initial_sha256, inp.gt_sha256,
+                    inp.first_frame_s, inp.last_frame_s, inp.intervals])
+
+
+def evaluation_fingerprint(case_fp: str, cand: dict) -> str:
+    """An evaluation's inputs: its case's fingerprint and its candidate (content digest, where it
+    is, its modality, steps and problems)."""
+    return _digest([case_fp, {k: cand.get(k) for k in (
+        "system", "modality", "path", "fingerprint", "ok", "problem", "step_ids",
+        "step_paths")}])
+
+
 def _write_jpeg(path, rgb: np.ndarray, quality: int) -> str:
     from dagster_project.media.jpeg import encode_jpeg
     from dagster_project.tables import atomic_write_bytes
@@ -140,11 +166,16 @@ def _write_jpeg(path, rgb: np.ndarray, quality: int) -> str:
     return str(path)
 
 
-def build_case_evidence(inp: CaseInputs, out_dir, quality: int = 90) -> dict[str, list[dict]]:
+def build_case_evidence(inp: CaseInputs, out_dir, quality: int = 90,
+                        previous: dict[str, dict] | None = None) -> dict[str, list[dict]]:
     """Extract and write one case's evidence under `out_dir`; returns the table rows
-    {"frames": [...], "storyboards": [...], "evaluations": [...], "rejects": [...]}."""
-    from pathlib import Path
+    {"frames": [...], "storyboards": [...], "evaluations": [...], "rejects": [...]} and
+    "extracted", the evaluation ids decoded now.
 
+    `previous` (evaluation_id → its earlier "evaluation" row, "frames" and "storyboards") lets
+    an evaluation whose `inputs_fingerprint` is unchanged and whose images are all still there
+    keep its rows without decoding anything; S0 and the GT anchors are only decoded when some
+    evaluation needs them."""
     from dagster_project.media.extract import extract_frames
     from dagster_project.media.packet_index import VideoError, index_video
 
@@ -154,46 +185,68 @@ def build_case_evidence(inp: CaseInputs, out_dir, quality: int = 90) -> dict[str
     evaluations: list[dict] = []
     rejects: list[dict] = []
 
-    # Case-level evidence, shared by every evaluation of the case.
-    with Image.open(inp.initial_png) as im:
-        s0 = np.asarray(im.convert("RGB"))
-    s0_size = fit_size(s0.shape[1], s0.shape[0])
-    if s0_size != (s0.shape[1], s0.shape[0]):
-        s0 = np.asarray(Image.fromarray(s0).resize(s0_size, Image.Resampling.BICUBIC))
-    s0_path = _write_jpeg(out / "S0.jpg", s0, quality)
-    shared: list[dict] = [{
-        "role": "S0", "ordinal": 0, "suffix": "S0", "source_path": inp.initial_png,
-        "source_fingerprint": inp.initial_sha256, "requested_s": None, "used_s": None,
-        "pts": None, "frame_index": None, "clamped": False, "image_path": s0_path,
-        "width": s0_size[0], "height": s0_size[1], "interval_ordinal": None, "label": None,
-        "step_id": None,
-    }]
-    anchors = anchor_intervals(inp.intervals)
-    if anchors:
-        gt_index = index_video(inp.gt_mp4)
-        size = fit_size(gt_index.width, gt_index.height)
-        got = extract_frames(inp.gt_mp4, times=[a.requested_s for a in anchors], size=size,
-                             index=gt_index)
-        for n, (a, f) in enumerate(zip(anchors, got, strict=True), start=1):
-            shared.append({
-                "role": "anchor", "ordinal": n, "suffix": f"A{n}", "source_path": inp.gt_mp4,
-                "source_fingerprint": inp.gt_sha256, "requested_s": a.requested_s,
-                "used_s": f.used_s, "pts": f.pts, "frame_index": f.frame_index,
-                "clamped": f.clamped,
-                "image_path": _write_jpeg(out / "gt" / f"A{n}.jpg", f.rgb, quality),
-                "width": f.width, "height": f.height, "interval_ordinal": a.ordinal,
-                "label": f"{a.position}: {a.label}", "step_id": None,
-            })
+    def shared_rows() -> list[dict]:
+        """Case-level evidence, shared by every evaluation of the case."""
+        with Image.open(inp.initial_png) as im:
+            s0 = np.asarray(im.convert("RGB"))
+        s0_size = fit_size(s0.shape[1], s0.shape[0])
+        if s0_size != (s0.shape[1], s0.shape[0]):
+            s0 = np.asarray(Image.fromarray(s0).resize(s0_size, Image.Resampling.BICUBIC))
+        s0_path = _write_jpeg(out / "S0.jpg", s0, quality)
+        shared: list[dict] = [{
+            "role": "S0", "ordinal": 0, "suffix": "S0", "source_path": inp.initial_png,
+            "source_fingerprint": inp.initial_sha256, "requested_s": None, "used_s": None,
+            "pts": None, "frame_index": None, "clamped": False, "image_path": s0_path,
+            "width": s0_size[0], "height": s0_size[1], "interval_ordinal": None, "label": None,
+            "step_id": None,
+        }]
+        anchors = anchor_intervals(inp.intervals)
+        if anchors:
+            gt_index = index_video(inp.gt_mp4)
+            size = fit_size(gt_index.width, gt_index.height)
+            got = extract_frames(inp.gt_mp4, times=[a.requested_s for a in anchors], size=size,
+                                 index=gt_index)
+            for n, (a, f) in enumerate(zip(anchors, got, strict=True), start=1):
+                shared.append({
+                    "role": "anchor", "ordinal": n, "suffix": f"A{n}", "source_path": inp.gt_mp4,
+                    "source_fingerprint": inp.gt_sha256, "requested_s": a.requested_s,
+                    "used_s": f.used_s, "pts": f.pts, "frame_index": f.frame_index,
+                    "clamped": f.clamped,
+                    "image_path": _write_jpeg(out / "gt" / f"A{n}.jpg", f.rgb, quality),
+                    "width": f.width, "height": f.height, "interval_ordinal": a.ordinal,
+                    "label": f"{a.position}: {a.label}", "step_id": None,
+                })
+        return shared
 
+    case_fp = case_fingerprint(inp)
+    previous = previous or {}
+    extracted: list[str] = []
+    shared: list[dict] | None = None
     for cand in inp.candidates:
         system = cand["system"]
         evaluation_id = f"{system}/{inp.case_id}"
+        fingerprint = evaluation_fingerprint(case_fp, cand)
+        old = previous.get(evaluation_id)
+        if (old is not None and old["evaluation"]["inputs_fingerprint"] == fingerprint
+                and all(Path(r["image_path"]).is_file()
+                        for r in old["frames"] + old["storyboards"])):
+            evaluations.append(old["evaluation"])
+            frames.extend(old["frames"])
+            boards.extend(old["storyboards"])
+            if old["evaluation"]["problem"] and cand["modality"] == "video" \
+                    and cand.get("ok", True):  # the decode failure, as when it was extracted
+                rejects.append({"source_file": cand["path"], "case_id": inp.case_id,
+                                "stage": "rvp_evidence", "reason": old["evaluation"]["problem"]})
+            continue
+        extracted.append(evaluation_id)
+        if shared is None:
+            shared = shared_rows()
         ev = {"evaluation_id": evaluation_id, "system": system, "case_id": inp.case_id,
               "modality": cand["modality"], "candidate_path": cand["path"],
               "candidate_fingerprint": cand["fingerprint"], "clip_start_s": None,
               "clip_end_s": None, "n_panels": 0, "truncated": False, "steps_total": None,
               "steps_shown": None, "evidence_gaps": None, "extra_evidence": 0,
-              "problem": None}
+              "problem": None, "inputs_fingerprint": fingerprint}
         rows = [dict(r) for r in shared]
         sys_dir = out / system
         if not cand.get("ok", True):
@@ -268,7 +321,7 @@ def build_case_evidence(inp: CaseInputs, out_dir, quality: int = 90) -> dict[str
                            "evaluation_id": evaluation_id, "system": system,
                            "case_id": inp.case_id, **r})
     return {"frames": frames, "storyboards": boards, "evaluations": evaluations,
-            "rejects": rejects}
+            "rejects": rejects, "extracted": extracted}
 
 
 # raw/rvp_evidence_frames, raw/rvp_storyboards, raw/rvp_evaluations: per case partition
@@ -294,7 +347,7 @@ EVALUATIONS_SCHEMA = pa.schema([
     ("clip_start_s", pa.float64()), ("clip_end_s", pa.float64()), ("n_panels", pa.int32()),
     ("truncated", pa.bool_()), ("steps_total", pa.int32()), ("steps_shown", pa.int32()),
     ("evidence_gaps", pa.list_(pa.string())), ("extra_evidence", pa.int32()),
-    ("problem", pa.string()),
+    ("problem", pa.string()), ("inputs_fingerprint", pa.string()),
 ])
 EVIDENCE_TABLES = {"rvp_evidence_frames": FRAMES_SCHEMA, "rvp_storyboards": STORYBOARDS_SCHEMA,
                    "rvp_evaluations": EVALUATIONS_SCHEMA}

@@ -1,125 +1,146 @@
-"""Reading model responses for the val suite from RESPONSES_DIR (JSONL or Parquet).
+"""Reading model responses for the val suite from RESPONSES_DIR (JSONL or Parquet), one file
+version at a time.
 
 A response record is `run_id, step, uid` (or `data_source` + `row_index` instead of `uid`),
 `sample_idx` (default 0) and `response`; `step` is an integer or a checkpoint name such as
-`global_step_80`. Every record ends up either in the accepted rows or in
-the rejects with its file, line and reason; nothing is dropped silently.
+`global_step_80`. Each archived file version is parsed once, streamed, into its own part:
+`raw/vv_responses/<part>.parquet` (the well-formed records, in file order) and
+`raw/vv_response_rejects/<part>.parquet` (the malformed ones, with line and reason). A part is
+named by the version (file name, version number, content hash) and `PARSER_VERSION`, so a version
+already parsed is never read again and a change of the rules here parses everything again.
+
+What depends on more than one record is decided in SQL over the union of the parts
+(`int_vv_response_status`): a uid that is not a question, a duplicate (same key, same response)
+and a conflict (same key, another response) of an earlier record, in (file, version, line) order.
+Nothing is dropped silently: every record is a row of the responses or of the rejects.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from dagster_project.dropfolder import read_records
+from dagster_project.tables import streaming_parquet
 
 # A long chain of thought is tens of KB: a record over 4 MB is a runaway, refused alone.
 MAX_RECORD_BYTES = 4 * 1024 * 1024
+# Bump when a rule of `record_problems` changes: every part is then parsed again.
+PARSER_VERSION = "1"
+# Rows per Parquet row group, and the most rows a parse holds at once.
+BATCH_ROWS = 20_000
 
 
 @dataclass(frozen=True)
 class ResponseFile:
     source_file: str  # relative to RESPONSES_DIR
     version: int
+    sha256: str
     path: Path  # where the bytes are (the archive copy)
 
+    @property
+    def part(self) -> str:
+        """The part name of this version: its readable file name and a digest of everything
+        that determines the part's content."""
+        key = f"{PARSER_VERSION}\0{self.source_file}\0{self.version}\0{self.sha256}"
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.source_file)[-80:]
+        return f"{stem}.v{self.version}.{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
-@dataclass
-class ResponsesResult:
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    rejects: list[dict[str, Any]] = field(default_factory=list)
-    duplicates: int = 0
+
+def response_digest(response: str) -> str:
+    """What tells a duplicate (same response) from a conflict in SQL: 16 hex of sha256."""
+    return hashlib.sha256(response.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _uid(obj: Mapping[str, Any], known: Mapping[str, str]) -> tuple[str | None, str | None]:
+def record_problems(obj: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(the response row, None) for a well-formed record, else (None, every problem, joined)."""
+    if not isinstance(obj, dict):
+        return None, "not a JSON object"
+    problems = []
+    run_id, step, response = obj.get("run_id"), obj.get("step"), obj.get("response")
+    sample = obj.get("sample_idx", 0)
+    if not isinstance(run_id, str) or not run_id:
+        problems.append("run_id missing or not a string")
+    if isinstance(step, str) and re.fullmatch(r"(?:global_step_)?\d+", step):
+        step = int(step.rsplit("_", 1)[-1])  # verl checkpoints: "global_step_80" → 80
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        problems.append(f"step {step!r} is not a non-negative integer")
+    if sample is None:
+        sample = 0
+    if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
+        problems.append(f"sample_idx {sample!r} is not a non-negative integer")
+    if not isinstance(response, str):
+        problems.append("response missing or not a string")
     uid = obj.get("uid")
     if uid is None and "data_source" in obj and "row_index" in obj:
         if not isinstance(obj["row_index"], int) or isinstance(obj["row_index"], bool):
-            return None, f"row_index {obj['row_index']!r} is not an integer"
-        uid = f"{obj['data_source']}:{obj['row_index']}"
-    if not isinstance(uid, str):
-        return None, "no uid (and no data_source + row_index)"
-    if uid not in known:
-        return None, f"unknown uid {uid!r}: not a question of vv_questions"
-    return uid, None
+            problems.append(f"row_index {obj['row_index']!r} is not an integer")
+        else:
+            uid = f"{obj['data_source']}:{obj['row_index']}"
+    elif not isinstance(uid, str):
+        problems.append("no uid (and no data_source + row_index)")
+    if problems:
+        return None, "; ".join(problems)
+    return {"run_id": run_id, "step": step, "uid": uid, "sample_idx": sample,
+            "response": response, "response_digest": response_digest(response)}, None
 
 
-def read_responses(files: Sequence[ResponseFile], known_uids: Mapping[str, str]
-                   ) -> ResponsesResult:
-    """`known_uids` maps uid → data_source. Files in the given order (path, then version)."""
-    res = ResponsesResult()
-    seen_hash: dict[str, str] = {}
-    seen_key: dict[tuple, str] = {}
-
-    def reject(f: ResponseFile, line: int | None, reason: str, raw: str | None) -> None:
-        res.rejects.append({"source_file": f.source_file, "file_version": f.version,
-                            "line": line, "reason": reason, "raw": raw})
-
-    for f in files:
-        for rec in read_records(f.path, f.source_file, accept=(".jsonl", ".parquet"),
-                                max_record_bytes=MAX_RECORD_BYTES):
-            line, obj, raw = rec.line, rec.value, rec.raw
-            if rec.problem is not None:
-                reject(f, line, rec.problem, raw)
-                continue
-            where = f"{f.source_file} v{f.version} line {line}"
-            if not isinstance(obj, dict):
-                reject(f, line, "not a JSON object", raw)
-                continue
-            problems = []
-            run_id, step, response = obj.get("run_id"), obj.get("step"), obj.get("response")
-            sample = obj.get("sample_idx", 0)
-            if not isinstance(run_id, str) or not run_id:
-                problems.append("run_id missing or not a string")
-            if isinstance(step, str) and re.fullmatch(r"(?:global_step_)?\d+", step):
-                step = int(step.rsplit("_", 1)[-1])  # verl checkpoints: "global_step_80" → 80
-            if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-                problems.append(f"step {step!r} is not a non-negative integer")
-            if sample is None:
-                sample = 0
-            if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
-                problems.append(f"sample_idx {sample!r} is not a non-negative integer")
-            if not isinstance(response, str):
-                problems.append("response missing or not a string")
-            uid, uid_problem = _uid(obj, known_uids)
-            if uid_problem:
-                problems.append(uid_problem)
-            if problems:
-                reject(f, line, "; ".join(problems), raw)
-                continue
-            digest = hashlib.sha256(json.dumps(
-                [run_id, step, uid, sample, response], ensure_ascii=False).encode()).hexdigest()
-            if digest in seen_hash:
-                res.duplicates += 1
-                reject(f, line, f"duplicate of {seen_hash[digest]} (same content): ignored", raw)
-                continue
-            key = (run_id, step, uid, sample)
-            if key in seen_key:
-                reject(f, line, f"conflicts with {seen_key[key]}: same run_id/step/uid/sample_idx,"
-                                " different response (use another sample_idx)", raw)
-                continue
-            seen_hash[digest] = seen_key[key] = where
-            res.rows.append({"run_id": run_id, "step": step, "uid": uid,
-                             "data_source": known_uids[uid], "sample_idx": sample,
-                             "response": response, "source_file": f.source_file,
-                             "file_version": f.version, "line": line})
-    res.rows.sort(key=lambda r: (r["run_id"], r["step"], r["uid"], r["sample_idx"]))
-    return res
+def _records(f: ResponseFile) -> Iterator[tuple[int | None, dict | None, str | None, str | None]]:
+    """(line, row, problem, raw) for every record of the version."""
+    for rec in read_records(f.path, f.source_file, accept=(".jsonl", ".parquet"),
+                            max_record_bytes=MAX_RECORD_BYTES):
+        if rec.problem is not None:
+            yield rec.line, None, rec.problem, rec.raw
+            continue
+        row, problem = record_problems(rec.value)
+        yield rec.line, row, problem, (rec.raw if problem else None)
 
 
-# raw/vv_responses and raw/vv_response_rejects: what read_responses accepts and refuses
+def write_response_part(f: ResponseFile, rows_path: Path, rejects_path: Path) -> dict[str, int]:
+    """Parse one file version into its two parts, `BATCH_ROWS` rows at a time; the counts."""
+    where = {"source_file": f.source_file, "file_version": f.version}
+    counts = {"rows": 0, "rejects": 0}
+    with streaming_parquet(rows_path, RESPONSES_SCHEMA) as rows_out, \
+            streaming_parquet(rejects_path, RESPONSE_REJECTS_SCHEMA) as rejects_out:
+        rows: list[dict] = []
+        rejects: list[dict] = []
+        for line, row, problem, raw in _records(f):
+            if row is not None:
+                rows.append({**row, **where, "line": line})
+                if len(rows) == BATCH_ROWS:
+                    rows_out.write(_batch(rows, RESPONSES_SCHEMA))
+                    counts["rows"] += len(rows)
+                    rows = []
+            else:
+                rejects.append({**where, "line": line, "reason": problem, "raw": raw})
+                if len(rejects) == BATCH_ROWS:
+                    rejects_out.write(_batch(rejects, RESPONSE_REJECTS_SCHEMA))
+                    counts["rejects"] += len(rejects)
+                    rejects = []
+        rows_out.write(_batch(rows, RESPONSES_SCHEMA))
+        rejects_out.write(_batch(rejects, RESPONSE_REJECTS_SCHEMA))
+        counts["rows"] += len(rows)
+        counts["rejects"] += len(rejects)
+    return counts
+
+
+def _batch(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    return pa.table({name: [r.get(name) for r in rows] for name in schema.names}, schema=schema)
+
+
+# raw/vv_responses: the well-formed records of every file version, one part per version
 RESPONSES_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("step", pa.int64()), ("uid", pa.string()),
-    ("data_source", pa.string()), ("sample_idx", pa.int64()), ("response", pa.string()),
+    ("sample_idx", pa.int64()), ("response", pa.string()), ("response_digest", pa.string()),
     ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int64()),
 ])
+# raw/vv_response_rejects: the malformed ones (and the problems of whole files)
 RESPONSE_REJECTS_SCHEMA = pa.schema([
     ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int64()),
     ("reason", pa.string()), ("raw", pa.string()),

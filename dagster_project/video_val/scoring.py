@@ -379,11 +379,13 @@ def _fallback_of_block(block: str | None, option_letters: str) -> str | None:
     return fallback_letter(f"{ANSWER_OPEN}{block}{ANSWER_CLOSE}", option_letters)
 
 
-# raw/vv_scored_responses: score_frame's rows, one per response
+# raw/vv_scored_responses: score_frame's rows, one per well-formed response of a known uid
 SCORED_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("step", pa.int64()), ("uid", pa.string()),
     ("sample_idx", pa.int64()), ("data_source", pa.string()), ("option_letters", pa.string()),
     ("ground_truth", pa.string()), ("extracted", pa.string()),
     ("extraction_method", pa.string()), ("correct", pa.bool_()), ("format_card", pa.bool_()),
     ("format_exact", pa.bool_()),
+    # where the response was read: the views keep the first record of each key in this order
+    ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int64()),
 ])

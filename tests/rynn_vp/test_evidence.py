@@ -250,3 +250,50 @@ def test_other_partitions_proceed(bad_candidates):
     steps = con.execute("SELECT count(*) FROM rvp_evidence_frames WHERE role = 'step' "
                         "AND case_id = ?", [which["corrupt_step"]]).fetchone()[0]
     assert steps >= 1
+
+
+def test_only_changed_evaluations_are_extracted_again(demo_warehouse, demo_inputs, tmp_path):
+    cands = tmp_path / "cands"
+    shutil.copytree(demo_inputs.candidates_root(), cands)
+    home = tmp_path / "home"
+    shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
+    settings = settings_for(home, candidates_dir=str(cands))
+    select = "key:raw/rvp_candidates+ and not kind:dbt and not group:reports"
+    assert materialize(settings, select).success  # new candidate paths: all extracted
+
+    def stamps() -> dict[str, int]:
+        roots = [home / "evidence", home / "tables" / "raw" / "rvp_evaluations"]
+        return {p.relative_to(home).as_posix(): p.stat().st_mtime_ns
+                for root in roots for p in root.rglob("*") if p.is_file()}
+
+    first, first_bytes = stamps(), _tables(home)
+    assert materialize(settings, select).success
+    assert stamps() == first  # nothing changed: nothing decoded, nothing rewritten
+
+    video = sorted(cands.glob("*/*/candidate.mp4"))
+    changed, donor = video[0], video[-1]
+    shutil.copy(donor, changed)
+    system, case_id = changed.parts[-3], changed.parts[-2]
+    assert materialize(settings, select).success
+    after = stamps()
+    rewritten = {p for p in first if after.get(p) != first[p]}
+    assert rewritten, "the changed candidate was not extracted again"
+    assert all(p.startswith(f"evidence/{case_id}/") or p.endswith(f"/{case_id}.parquet")
+               for p in rewritten), rewritten
+    panels = {p for p in rewritten if "/P" in p}
+    assert panels and all(p.startswith(f"evidence/{case_id}/{system}/") for p in panels)
+    con, _ = connect(home)
+    [(fingerprint,)] = con.execute("SELECT candidate_fingerprint FROM rvp_evaluations WHERE "
+                                   "system = ? AND case_id = ?", [system, case_id]).fetchall()
+    import hashlib
+
+    assert fingerprint == hashlib.sha256(donor.read_bytes()).hexdigest()
+
+    # the same tables as extracting everything again from scratch
+    incremental = _tables(home)
+    assert incremental != first_bytes
+    for sub in ("rvp_evidence_frames", "rvp_storyboards", "rvp_evaluations"):
+        shutil.rmtree(home / "tables" / "raw" / sub)
+    shutil.rmtree(home / "evidence")
+    assert materialize(settings, select).success
+    assert _tables(home) == incremental

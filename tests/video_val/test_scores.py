@@ -164,8 +164,9 @@ def test_deltas_and_samples(demo_warehouse):
 def responses_home(demo_warehouse, tmp_path):
     home = tmp_path / "home"
     shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
-    for t in ("vv_response_files", "vv_responses"):
-        table_path(home, t).unlink()
+    table_path(home, "vv_response_files").unlink()
+    for parts in ("vv_responses", "vv_response_rejects", "vv_scored_responses"):
+        shutil.rmtree(table_path(home, parts, "_schema").parent)
     drop = tmp_path / "responses"
     shutil.copytree(demo_warehouse.responses_root(), drop)
     return settings_for(home, responses_dir=str(drop)), drop

@@ -68,6 +68,7 @@ from dagster_project.status import mark_written
 from dagster_project.tables import (
     Reject,
     connect_raw,
+    read_table,
     rejects_table,
     rows_to_table,
     stored_path,
@@ -256,20 +257,45 @@ def _case_inputs(benchlake: BenchlakeSettings, case_ids: list[str]) -> list[Case
     return out
 
 
+def _previous_evidence(home: Path, case_id: str) -> dict[str, dict]:
+    """The case's evidence rows as last written, by evaluation (empty if none or unreadable)."""
+    paths = {table: table_path(home, table, case_id) for table in EVIDENCE_TABLES}
+    if not all(p.exists() for p in paths.values()):
+        return {}
+    try:
+        tables = {t: read_table(p, home).to_pylist() for t, p in paths.items()}
+    except Exception:  # noqa: BLE001 - an unreadable old part only costs a new extraction
+        return {}
+    out = {ev["evaluation_id"]: {"evaluation": ev, "frames": [], "storyboards": []}
+           for ev in tables["rvp_evaluations"] if ev.get("inputs_fingerprint")}
+    for table, key in (("rvp_evidence_frames", "frames"), ("rvp_storyboards", "storyboards")):
+        for row in tables[table]:
+            if row["evaluation_id"] in out:
+                out[row["evaluation_id"]][key].append(row)
+    return out
+
+
 def _build_and_write(inp: CaseInputs, home: str, run_id: str) -> dict[str, int]:
-    """One case, in a worker process: extract, then write its three tables and rejects."""
+    """One case, in a worker process: extract what changed, then write its three tables and
+    rejects (only when something changed: an unchanged case keeps its files, byte for byte)."""
     from dagster_project.settings import Settings
 
     s = Settings(home=Path(home))
-    out = build_case_evidence(inp, s.evidence_dir / inp.case_id)
+    previous = _previous_evidence(s.home, inp.case_id)
+    out = build_case_evidence(inp, s.evidence_dir / inp.case_id, previous=previous)
+    reject_path = table_path(s.home, "rvp_rejects", f"rvp_evidence/{inp.case_id}")
+    changed = (bool(out["extracted"]) or len(out["evaluations"]) != len(previous)
+               or not reject_path.exists())
     for (table, schema), key in zip(EVIDENCE_TABLES.items(),
                                     ("frames", "storyboards", "evaluations"), strict=True):
-        write_table(rows_to_table(out[key], schema), table_path(s.home, table, inp.case_id),
-                    home=s.home)
+        if changed:
+            write_table(rows_to_table(out[key], schema), table_path(s.home, table, inp.case_id),
+                        home=s.home)
         mark_written(s.home, table, inp.case_id, run_id, len(out[key]))
-    write_table(rejects_table(Reject(stored_path(r["source_file"], s.home) or "", r["reason"],
-                                     r["case_id"], r["stage"]) for r in out["rejects"]),
-                table_path(s.home, "rvp_rejects", f"rvp_evidence/{inp.case_id}"))
+    if changed:
+        write_table(rejects_table(Reject(stored_path(r["source_file"], s.home) or "",
+                                         r["reason"], r["case_id"], r["stage"])
+                                  for r in out["rejects"]), reject_path)
     return {k: len(v) for k, v in out.items()}
 
 
@@ -298,7 +324,9 @@ _EVIDENCE_KEY = {"rvp_evidence_frames": "frames", "rvp_storyboards": "storyboard
 )
 def rvp_evidence(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """The card's evidence policy per case (≤ 50 source frames per evaluation). Each case is its
-    own partition with its own counts and preview."""
+    own partition with its own counts and preview. An evaluation whose inputs (candidate, GT,
+    intervals, `EVIDENCE_POLICY_VERSION`) are unchanged is not decoded again: its
+    `inputs_fingerprint` matches (`evaluations_extracted` says how many were)."""
     s = benchlake.settings()
     inputs = _case_inputs(benchlake, list(context.partition_keys))
     workers = min(2, os.cpu_count() or 1, max(1, len(inputs)))
@@ -309,9 +337,11 @@ def rvp_evidence(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
                                                 [context.run.run_id] * len(inputs)),
                                strict=True):
             for table, key in _EVIDENCE_KEY.items():
-                yield dg.AssetMaterialization(
-                    asset_key=raw_key(table), partition=inp.case_id,
-                    metadata=partition_metadata(s.home, table, inp.case_id, counts[key]))
+                metadata = partition_metadata(s.home, table, inp.case_id, counts[key])
+                if table == "rvp_evaluations":
+                    metadata["evaluations_extracted"] = counts["extracted"]
+                yield dg.AssetMaterialization(asset_key=raw_key(table), partition=inp.case_id,
+                                              metadata=metadata)
             bar.update(1)
 
 

@@ -37,4 +37,5 @@ def rvp_judgments_sensor(context: dg.SensorEvaluationContext, benchlake: Benchla
     views downstream of them."""
     root = benchlake.settings().judgments_root()
     return drop_folder_sensor_result(root, context.cursor, "JUDGMENTS_DIR",
-                                     benchlake.settings().home, "rvp_judgment_files")
+                                     benchlake.settings().home, "rvp_judgment_files",
+                                     benchlake.settings().archive_dir / "judgments")

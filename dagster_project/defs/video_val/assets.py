@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dagster as dg
 import polars as pl
+import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from dagster_project.defs.resources import (
@@ -24,7 +25,13 @@ from dagster_project.defs.resources import (
 )
 from dagster_project.dropfolder import VERSIONS_SCHEMA, archive_versions, versions_of
 from dagster_project.partitions import VV_SOURCE_PARTITIONS
-from dagster_project.tables import connect_raw, rows_to_table, stored_path, write_table
+from dagster_project.tables import (
+    connect_raw,
+    rows_to_table,
+    stored_path,
+    table_files,
+    write_table,
+)
 from dagster_project.video_val.frame_plan import FRAME_PLAN_SCHEMA, plan_video
 from dagster_project.video_val.frames import VV_FRAMES_SCHEMA, extract_video
 from dagster_project.video_val.read import (
@@ -36,14 +43,9 @@ from dagster_project.video_val.read import (
     remap_uri,
     video_roots,
 )
-from dagster_project.video_val.responses import (
-    RESPONSE_REJECTS_SCHEMA,
-    RESPONSES_SCHEMA,
-    ResponseFile,
-    read_responses,
-)
+from dagster_project.video_val.response_parts import PartsResult, score_parts, sync_parts
+from dagster_project.video_val.responses import ResponseFile
 from dagster_project.video_val.schema import SOURCES
-from dagster_project.video_val.scoring import SCORED_SCHEMA, score_frame
 from dagster_project.video_val.source import SOURCE_SCHEMA, acquire_val_source
 from dagster_project.video_val.videos import VIDEOS_SCHEMA, probe_row
 
@@ -211,53 +213,60 @@ def vv_frames(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
 
 
 
-RESPONSE_TABLES = {"vv_response_files": VERSIONS_SCHEMA, "vv_responses": RESPONSES_SCHEMA,
-                   "vv_response_rejects": RESPONSE_REJECTS_SCHEMA}
+RESPONSE_TABLES = ("vv_response_files", "vv_responses", "vv_response_rejects")
+
+
+def _parts_result(benchlake: BenchlakeSettings, name: str,
+                  result: PartsResult) -> dg.MaterializeResult:
+    """Mark table `name`, kept in parts, written, and say what the UI shows: its rows (from the
+    Parquet footers), how many parts, and what this run wrote and removed."""
+    files = table_files(benchlake.settings().home, name)
+    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    record_written(benchlake, name, None, rows)
+    return dg.MaterializeResult(asset_key=raw_key(name), metadata={
+        "dagster/row_count": rows,
+        "path": dg.MetadataValue.path(str(benchlake.table_path(name, "_schema").parent)),
+        "parts": len(files) - 1, "parts_written": len(result.written),
+        "parts_removed": len(result.removed), "rows_written": result.rows_written})
 
 
 @dg.multi_asset(
     group_name=GROUP,
-    specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"}, deps=[vv_questions])
-           for name in RESPONSE_TABLES],
+    specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"}) for name in RESPONSE_TABLES],
 )
 def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
-    """Every version of every file in RESPONSES_DIR: responses keyed by (run_id, step, uid,
-    sample_idx); unknown uids, malformed records, duplicates and empty files are rejected with
-    file, line and reason."""
+    """Every version of every file in RESPONSES_DIR, parsed once into its own part: the
+    well-formed records (run_id, step, uid, sample_idx, response, file, version, line) and the
+    malformed ones with their reasons. Unknown uids, duplicates and conflicts are decided by the
+    views over all parts (`vv_responses`, `vv_response_rejects`)."""
     s = benchlake.settings()
     if s.uses_demo_responses():
         _demo().ensure_responses_demo(s)
     root = s.open_drop_folder("RESPONSES_DIR")
     versions = archive_versions(s.archive_dir / "responses", root,
                                 benchlake.table_path("vv_response_files"), s.home)
-    questions = benchlake.read("vv_questions", ["uid", "data_source"])
-    known = dict(zip(*(questions.column(c).to_pylist() for c in ("uid", "data_source")),
-                     strict=True))
-    result = read_responses([ResponseFile(v["source_file"], v["version"],
-                                          Path(v["archived_path"]))
-                                for v in versions_of(versions, root)], known)
-    tables = {"vv_response_files": versions, "vv_responses": result.rows,
-              "vv_response_rejects": result.rejects}
-    for name, schema in RESPONSE_TABLES.items():
-        extra = {"duplicates_ignored": result.duplicates} if name == "vv_responses" else {}
-        yield write_and_describe(benchlake, name, rows_to_table(tables[name], schema), **extra)
+    yield write_and_describe(benchlake, "vv_response_files",
+                             rows_to_table(versions, VERSIONS_SCHEMA))
+    files = [ResponseFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
+             for v in versions_of(versions, root)]
+    result = sync_parts(s.home, files)
+    context.log.info(f"{len(result.written)} file versions parsed, {result.kept} already "
+                     f"parsed, {len(result.removed)} parts removed")
+    for name in RESPONSE_TABLES[1:]:
+        yield _parts_result(benchlake, name, result)
 
 
 @dg.asset(key=raw_key("vv_scored_responses"), group_name=GROUP, kinds={"parquet"},
           deps=[raw_key("vv_responses"), vv_questions])
 def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
-    """Every response scored once: the letter from the last balanced \\boxed{} in the last
-    <answer> block, else lmms-eval 0.7.3's extract_mcq_answer, and the format flag under each
-    format rule (`card`, `exact`). Policies (which rule, which weights) are data in SQL
+    """Every response scored once, part by part: the letter from the last balanced \\boxed{} in
+    the last <answer> block, else lmms-eval 0.7.3's extract_mcq_answer, and the format flag under
+    each format rule (`card`, `exact`). A part is scored again only when the questions it was
+    scored against change. Policies (which rule, which weights) are data in SQL
     (`vv_scoring_policies`); the views expand these rows per policy."""
-    con = connect_raw(benchlake.settings().home, ["vv_responses", "vv_questions"])
-    df = pl.from_arrow(con.sql("""
-        SELECT r.run_id, r.step, r.uid, r.sample_idx, r.data_source, q.option_letters,
-               q.ground_truth, r.response
-        FROM raw.vv_responses r JOIN raw.vv_questions q USING (uid)
-        ORDER BY r.run_id, r.step, r.uid, r.sample_idx""").to_arrow_table())
-    scored = score_frame(df).drop("response")
-    table = scored.select(SCORED_SCHEMA.names).to_arrow().cast(SCORED_SCHEMA)
-    return write_and_describe(benchlake, "vv_scored_responses", table)
-
-
+    questions = pl.from_arrow(benchlake.read(
+        "vv_questions", ["uid", "data_source", "option_letters", "ground_truth"]))
+    result = score_parts(benchlake.settings().home, questions)
+    context.log.info(f"{len(result.written)} parts scored ({result.rows_written} responses), "
+                     f"{result.kept} already scored")
+    return _parts_result(benchlake, "vv_scored_responses", result)

@@ -17,4 +17,5 @@ def vv_responses_sensor(context: dg.SensorEvaluationContext, benchlake: Benchlak
     and the views downstream of them are rebuilt and tested."""
     root = benchlake.settings().responses_root()
     return drop_folder_sensor_result(root, context.cursor, "RESPONSES_DIR",
-                                     benchlake.settings().home, "vv_response_files")
+                                     benchlake.settings().home, "vv_response_files",
+                                     benchlake.settings().archive_dir / "responses")

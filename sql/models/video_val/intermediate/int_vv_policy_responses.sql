@@ -9,5 +9,5 @@ SELECT p.policy, s.run_id, s.step, s.uid, s.sample_idx, s.data_source, s.extract
            CASE p.format_rule WHEN 'card' THEN s.format_card WHEN 'exact' THEN s.format_exact END
            AS DOUBLE) AS composite,
        s.option_letters, s.ground_truth
-FROM {{ ref('stg_vv_scored_responses') }} AS s
+FROM {{ ref('int_vv_accepted_scores') }} AS s
 CROSS JOIN {{ ref('vv_scoring_policies') }} AS p

@@ -1,3 +1,7 @@
--- Accepted responses: one row per (run_id, step, uid, sample_idx), with where it was read.
-SELECT run_id, step, uid, data_source, sample_idx, response, source_file, file_version, line
-FROM {{ ref('stg_vv_responses') }}
+-- Accepted responses: one row per (run_id, step, uid, sample_idx), the first record read of it,
+-- with where it was read.
+SELECT r.run_id, r.step, r.uid, a.data_source, r.sample_idx, r.response, r.source_file,
+       r.file_version, r.line
+FROM {{ ref('stg_vv_responses') }} AS r
+JOIN {{ ref('int_vv_response_status') }} AS a USING (source_file, file_version, line)
+WHERE a.status = 'accepted'

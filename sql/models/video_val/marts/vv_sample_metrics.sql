@@ -3,7 +3,7 @@
 -- extraction do not vote; a tie goes to the alphabetically first letter).
 WITH votes AS (
     SELECT run_id, step, uid, data_source, extracted, count(*) AS n
-    FROM {{ ref('stg_vv_scored_responses') }} WHERE extracted IS NOT NULL GROUP BY ALL
+    FROM {{ ref('int_vv_accepted_scores') }} WHERE extracted IS NOT NULL GROUP BY ALL
 ),
 majority AS (
     SELECT run_id, step, uid, arg_max(extracted, n * 1000 - ascii(extracted)) AS majority_letter
@@ -13,6 +13,6 @@ SELECT s.run_id, s.step, s.uid, s.data_source, count(*) AS k,
        avg(CAST(s.correct AS DOUBLE)) AS mean_at_k, bool_or(s.correct) AS pass_at_k,
        m.majority_letter, coalesce(m.majority_letter = any_value(s.ground_truth), false)
            AS majority_correct
-FROM {{ ref('stg_vv_scored_responses') }} AS s
+FROM {{ ref('int_vv_accepted_scores') }} AS s
 LEFT JOIN majority AS m USING (run_id, step, uid)
 GROUP BY s.run_id, s.step, s.uid, s.data_source, m.majority_letter

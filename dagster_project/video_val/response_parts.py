@@ -1,0 +1,140 @@
+"""Responses at campaign scale: one Parquet part per file version, parsed once and scored once.
+
+`sync_parts` brings `raw/vv_responses/` and `raw/vv_response_rejects/` in line with the file
+versions of RESPONSES_DIR: a version whose part exists is not read again, a new one is parsed
+(`responses.write_response_part`, two processes over the files), a part whose version is gone
+(the setting points at another folder) is removed. `score_parts` does the same for
+`raw/vv_scored_responses/`: a part is scored once per content of the questions it is scored
+against (their fingerprint is in the part's Parquet metadata), `BATCH_ROWS` rows at a time.
+Every parted table also holds `_schema.parquet`, no rows, so its views exist while no file has
+been dropped yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dagster_project.tables import streaming_parquet, table_path, write_table
+from dagster_project.video_val.responses import (
+    BATCH_ROWS,
+    RESPONSE_REJECTS_SCHEMA,
+    RESPONSES_SCHEMA,
+    ResponseFile,
+    write_response_part,
+)
+from dagster_project.video_val.scoring import SCORED_SCHEMA, score_frame
+
+SCHEMA_PART = "_schema"
+QUESTIONS_KEY = b"benchlake.questions_fingerprint"
+SCORED_TABLES = {"vv_responses": RESPONSES_SCHEMA, "vv_response_rejects": RESPONSE_REJECTS_SCHEMA}
+
+
+@dataclass
+class PartsResult:
+    """What a sync did: parts kept as they were, parts written now, parts removed."""
+
+    kept: int = 0
+    written: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    rows_written: int = 0
+
+
+def _parts(home: Path, name: str) -> dict[str, Path]:
+    folder = table_path(home, name, SCHEMA_PART).parent
+    return {p.stem: p for p in sorted(folder.glob("*.parquet")) if p.stem != SCHEMA_PART}
+
+
+def _ensure_schema_part(home: Path, name: str, schema: pa.Schema) -> None:
+    path = table_path(home, name, SCHEMA_PART)
+    if not path.exists() or pq.read_schema(path) != schema:
+        write_table(schema.empty_table(), path)
+
+
+def _remove_stale(home: Path, name: str, wanted: set[str], result: PartsResult) -> None:
+    for stem, path in _parts(home, name).items():
+        if stem not in wanted:
+            path.unlink()
+            result.removed.append(stem)
+
+
+def _parse_job(job: tuple[ResponseFile, Path, Path]) -> int:
+    f, rows_path, rejects_path = job
+    return write_response_part(f, rows_path, rejects_path)["rows"]
+
+
+def sync_parts(home: Path, files: Sequence[ResponseFile]) -> PartsResult:
+    """Parse the versions that have no part yet (see the module notes)."""
+    result = PartsResult()
+    for name, schema in SCORED_TABLES.items():
+        _ensure_schema_part(home, name, schema)
+    wanted = {f.part for f in files}
+    for name in SCORED_TABLES:
+        _remove_stale(home, name, wanted, result)
+    have = set(_parts(home, "vv_responses")) & set(_parts(home, "vv_response_rejects"))
+    jobs = [(f, table_path(home, "vv_responses", f.part),
+             table_path(home, "vv_response_rejects", f.part))
+            for f in files if f.part not in have]
+    result.kept = len(files) - len(jobs)
+    if len(jobs) > 1:
+        with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+            counts = list(pool.map(_parse_job, jobs))
+    else:
+        counts = [_parse_job(job) for job in jobs]
+    result.written = [job[0].part for job in jobs]
+    result.rows_written = sum(counts)
+    return result
+
+
+def questions_fingerprint(questions: pl.DataFrame) -> str:
+    """What a scored part depends on besides its responses: each question's uid, data_source,
+    option letters and ground truth."""
+    digest = hashlib.sha256()
+    for row in questions.sort("uid").iter_rows():
+        digest.update(repr(row).encode())
+    return digest.hexdigest()
+
+
+def _scored_fingerprint(path: Path) -> bytes | None:
+    meta = pq.read_schema(path).metadata or {}
+    return meta.get(QUESTIONS_KEY)
+
+
+def score_parts(home: Path, questions: pl.DataFrame) -> PartsResult:
+    """Score every response part not yet scored against these `questions` (uid, data_source,
+    option_letters, ground_truth). Rows whose uid is not a question are not scored (the views
+    reject them)."""
+    result = PartsResult()
+    schema = SCORED_SCHEMA.with_metadata(None)
+    _ensure_schema_part(home, "vv_scored_responses", schema)
+    sources = _parts(home, "vv_responses")
+    _remove_stale(home, "vv_scored_responses", set(sources), result)
+    fingerprint = questions_fingerprint(questions).encode()
+    scored = _parts(home, "vv_scored_responses")
+    questions = questions.select("uid", "data_source", "option_letters", "ground_truth")
+    for stem, source in sources.items():
+        if stem in scored and _scored_fingerprint(scored[stem]) == fingerprint:
+            result.kept += 1
+            continue
+        out = table_path(home, "vv_scored_responses", stem)
+        with streaming_parquet(out, schema.with_metadata({QUESTIONS_KEY: fingerprint})) as w:
+            for batch in pq.ParquetFile(source).iter_batches(
+                    batch_size=BATCH_ROWS, columns=[c for c in RESPONSES_SCHEMA.names
+                                                    if c != "response_digest"]):
+                frame = pl.from_arrow(batch).join(questions, on="uid", how="inner",
+                                                  maintain_order="left")
+                if frame.height:
+                    table = score_frame(frame).select(schema.names).to_arrow().cast(
+                        schema.with_metadata(None))
+                    w.write(table)
+                    result.rows_written += table.num_rows
+        result.written.append(stem)
+    return result

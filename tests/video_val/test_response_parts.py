@@ -1,0 +1,147 @@
+"""Responses in parts: each file version parsed and scored once; the views over the parts equal
+a plain Python reading of every version in order, whether the files came one at a time or all at
+once; a part whose version is no longer in the folder is removed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from dagster_project.runner import materialize
+from dagster_project.tables import table_path
+from dagster_project.video_val.response_parts import SCHEMA_PART
+from dagster_project.video_val.responses import response_digest
+from dagster_project.warehouse.views import connect
+from tests.conftest import settings_for
+
+RESPONSES = ("key:raw/vv_response_files or key:raw/vv_responses or key:raw/vv_response_rejects"
+             " or key:raw/vv_scored_responses")
+TABLES = ("vv_responses", "vv_response_rejects", "vv_scored_responses")
+
+
+def _home(demo_warehouse, tmp_path: Path, drop: Path):
+    home = tmp_path / "home"
+    shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
+    table_path(home, "vv_response_files").unlink()
+    for name in TABLES:
+        shutil.rmtree(table_path(home, name, SCHEMA_PART).parent)
+    shutil.rmtree(home / "archive" / "responses", ignore_errors=True)
+    return settings_for(home, responses_dir=str(drop))
+
+
+def _record(uid: str, step: int, response: str, sample: int = 0, run: str = "r") -> str:
+    return json.dumps({"run_id": run, "step": step, "uid": uid, "sample_idx": sample,
+                       "response": response})
+
+
+def _files(uids: list[str]) -> list[tuple[str, str]]:
+    """(name, content) in the order they are dropped; the last rewrites b.jsonl."""
+    a, b, c = uids[:3]
+    return [
+        ("b.jsonl", "\n".join([_record(a, 1, "<answer>\\boxed{A}</answer>"),
+                               _record(b, 1, "B", sample=1), "{broken"]) + "\n"),
+        ("a.jsonl", "\n".join([_record(a, 1, "<answer>\\boxed{A}</answer>"),  # the first of its key (a < b)
+                               _record(c, 1, "C"), _record("nope:1", 1, "A")]) + "\n"),
+        ("run2/c.jsonl", "\n".join([_record(a, 1, "other"),  # conflicts with a.jsonl line 1
+                                    _record(a, 2, "answer: D", run="r2")]) + "\n"),
+        ("b.jsonl", "\n".join([_record(b, 1, "B", sample=1), _record(c, 3, "E")]) + "\n"),
+    ]
+
+
+def _expected(versions: list[tuple[str, int, str]], known: set[str]):
+    """Statuses of every well-formed record, read in (file, version, line) order."""
+    first: dict[tuple, tuple[str, str]] = {}
+    out = {}
+    for name, version, text in sorted(versions):
+        for line, raw in enumerate(text.splitlines(), 1):
+            try:
+                r = json.loads(raw)
+            except ValueError:
+                out[(name, version, line)] = "malformed"
+                continue
+            where = f"{name} v{version} line {line}"
+            key = (r["run_id"], r["step"], r["uid"], r["sample_idx"])
+            if r["uid"] not in known:
+                out[(name, version, line)] = "unknown uid"
+            elif key not in first:
+                first[key] = (where, response_digest(r["response"]))
+                out[(name, version, line)] = "accepted"
+            elif first[key][1] == response_digest(r["response"]):
+                out[(name, version, line)] = f"duplicate of {first[key][0]}"
+            else:
+                out[(name, version, line)] = f"conflicts with {first[key][0]}"
+    return out
+
+
+def _observed(settings):
+    con, _ = connect(settings.home)
+    status = {(f, v, ln): "accepted" for f, v, ln in con.execute(
+        "SELECT source_file, file_version, line FROM vv_responses").fetchall()}
+    for f, v, ln, reason in con.execute(
+            "SELECT source_file, file_version, line, reason FROM vv_response_rejects").fetchall():
+        status[(f, v, ln)] = ("malformed" if reason.startswith("not JSON") else
+                              "unknown uid" if reason.startswith("unknown uid") else
+                              reason.split(" (")[0].split(":")[0])
+    tables = {view: con.execute(f"SELECT * FROM {view} ORDER BY ALL").fetchall()
+              for view in ("vv_responses", "vv_response_rejects", "vv_scored_responses",
+                           "vv_scores", "vv_sample_metrics")}
+    return status, tables
+
+
+def test_incremental_ingest_equals_the_full_one(demo_warehouse, tmp_path):
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    settings = _home(demo_warehouse, tmp_path, drop)
+    con, _ = connect(demo_warehouse.home)
+    uids = [u for (u,) in con.execute("SELECT uid FROM vv_questions ORDER BY uid").fetchall()]
+    versions: list[tuple[str, int, str]] = []
+    parts_before: dict[str, float] = {}
+    for name, text in _files(uids):
+        (drop / name).parent.mkdir(parents=True, exist_ok=True)
+        (drop / name).write_text(text)
+        versions.append((name, 1 + sum(v[0] == name for v in versions), text))
+        assert materialize(settings, RESPONSES).success
+        folder = table_path(settings.home, "vv_responses", SCHEMA_PART).parent
+        parts = {p.name: p.stat().st_mtime_ns for p in folder.glob("*.parquet")}
+        # an earlier version's part is never written again
+        assert all(parts.get(p) == t for p, t in parts_before.items()), name
+        parts_before = parts
+    status, incremental = _observed(settings)
+    assert status == _expected(versions, set(uids))
+    # all four versions have their parts (the folder holds 3 files; b.jsonl v1 stays archived)
+    assert len(parts_before) == 1 + 4
+
+    # the full path: every part parsed and scored again from the archive
+    for name in TABLES:
+        shutil.rmtree(table_path(settings.home, name, SCHEMA_PART).parent)
+    assert materialize(settings, RESPONSES).success
+    assert _observed(settings)[1] == incremental
+
+
+def test_parts_follow_the_folder_and_parse_once(demo_warehouse, tmp_path):
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    settings = _home(demo_warehouse, tmp_path, drop)
+    con, _ = connect(demo_warehouse.home)
+    uid = con.execute("SELECT min(uid) FROM vv_questions").fetchone()[0]
+    (drop / "one.jsonl").write_text(_record(uid, 1, "A") + "\n")
+    assert materialize(settings, RESPONSES).success
+    folder = table_path(settings.home, "vv_scored_responses", SCHEMA_PART).parent
+    [part] = [p for p in folder.glob("*.parquet") if p.stem != SCHEMA_PART]
+    stamp = part.stat().st_mtime_ns
+    assert materialize(settings, RESPONSES).success
+    assert part.stat().st_mtime_ns == stamp  # nothing changed: nothing scored again
+    assert pq.read_metadata(part).num_rows == 1
+
+    other = tmp_path / "other"
+    other.mkdir()
+    moved = settings_for(settings.home, responses_dir=str(other))
+    assert materialize(moved, RESPONSES).success
+    con, _ = connect(settings.home)
+    assert con.execute("SELECT count(*) FROM vv_scored_responses").fetchone()[0] == 0
+    assert not part.exists()  # its version belongs to another folder now
+    assert con.execute("SELECT count(*) FROM stg_vv_response_files WHERE NOT is_current"
+                       ).fetchone()[0] == 1  # still archived and listed
