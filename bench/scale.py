@@ -16,8 +16,9 @@ val       A questions table of the published size (5,645 rows), then `runs × ch
 judgments `--judgments` judgment records (the demo's records for every case, repeated over judge
           runs) in files of 1, 100 and 10,000 records, ingested from scratch, then again with one
           more file.
-rynn_vp   The demo Rynn-VP warehouse materialized, then again with nothing changed, then with one
-          candidate changed: time and the evaluations extracted again.
+rynn_vp   `--cases` cases cloned from the demo's (with their candidates) materialized, then again
+          with nothing changed, then with one candidate changed: times, and which evidence
+          images were written again.
 """
 
 from __future__ import annotations
@@ -95,22 +96,7 @@ def step_main(argv: list[str]) -> None:
         report["vv_scores_rows"] = con.execute("SELECT count(*) FROM vv_scores").fetchone()[0]
         report["best"] = con.execute("SELECT count(*) FROM vv_best_checkpoints").fetchone()[0]
         report["query_s"] = time.perf_counter() - t1
-    if "--evaluations" in argv:
-        con, _ = connect(settings.home)
-        report["extracted"] = _metadata_value(settings, "raw/rvp_evaluations",
-                                              "evaluations_extracted")
     print(json.dumps(report))
-
-
-def _metadata_value(settings, key: str, name: str):
-    import dagster as dg
-
-    from dagster_project.runner import dagster_instance
-
-    with dagster_instance(settings) as instance:
-        event = instance.get_latest_materialization_event(dg.AssetKey(key.split("/")))
-    value = event.asset_materialization.metadata.get(name) if event else None
-    return getattr(value, "value", value)
 
 
 # --- val ---------------------------------------------------------------------------------------
@@ -213,6 +199,170 @@ def bench_val(args: argparse.Namespace, work: Path) -> list[tuple]:
     return rows
 
 
+# --- judgments ---------------------------------------------------------------------------------
+
+JUDGMENTS = ("key:raw/rvp_judgment_files or key:raw/rvp_judgments or key:raw/rvp_hallucinations"
+             " or key:raw/rvp_judgment_rejects or key:raw/rvp_gt_compilations or "
+             "key:raw/rvp_stages")
+
+
+def _write_judgments(demo_judgments: Path, dest: Path, target: int, tag: str = "") -> int:
+    """The demo's records repeated over judge runs `<run>-<k>` until `target` records, in files
+    of 10,000, 100 and 1 records (.jsonl, .jsonl, .json); GT compilations repeated alike."""
+    records = [json.loads(line) for f in sorted(demo_judgments.glob("*.jsonl"))
+               for line in f.read_text().splitlines() if line.strip()]
+    gts = [(f.name, json.loads(f.read_text())) for f in sorted(
+        (demo_judgments / "gt_compilations").glob("*.json"))]
+    copies = -(-target // len(records))
+    out = []
+    for k in range(copies):
+        for r in records:
+            out.append({**r, "judge_run_id": f"{r['judge_run_id']}-{tag}{k}"})
+    out = out[:target]
+    gt_dir = dest / "gt_compilations"
+    gt_dir.mkdir(parents=True, exist_ok=True)
+    runs = sorted({r["judge_run_id"] for r in out})
+    for name, rec in gts:
+        for run in runs:
+            if run.rsplit("-", 1)[0] == rec.get("judge_run_id"):  # same demo run
+                (gt_dir / f"{run}-{name}").write_text(json.dumps({**rec, "judge_run_id": run}))
+    singles, hundreds = out[:1000], out[1000:10000]
+    for i, r in enumerate(singles):
+        (dest / "single" / f"{i:05d}.json").parent.mkdir(parents=True, exist_ok=True)
+        (dest / "single" / f"{i:05d}.json").write_text(json.dumps(r))
+    for i in range(0, len(hundreds), 100):
+        (dest / "hundreds" / f"{i // 100:03d}.jsonl").parent.mkdir(parents=True, exist_ok=True)
+        (dest / "hundreds" / f"{i // 100:03d}.jsonl").write_text(
+            "\n".join(json.dumps(r) for r in hundreds[i:i + 100]) + "\n")
+    rest = out[10000:]
+    for i in range(0, len(rest), 10000):
+        (dest / f"big-{i // 10000}.jsonl").write_text(
+            "\n".join(json.dumps(r) for r in rest[i:i + 10000]) + "\n")
+    return len(out)
+
+
+def bench_judgments(args: argparse.Namespace, work: Path) -> list[tuple]:
+    from benchlake_demo import ensure_demo
+    from dagster_project.runner import materialize
+    from dagster_project.settings import Settings
+
+    base = work / "demo-home"
+    demo = Settings.from_env({"BENCHLAKE_HOME": str(base)})
+    if not (base / "tables").exists():
+        ensure_demo(demo)
+        assert materialize(demo, "not kind:dbt and not group:reports", log_level="ERROR").success
+    drop = work / "judgments"
+    if not drop.exists():
+        n = _write_judgments(demo.demo_dir / "judgments", drop, args.judgments)
+    else:
+        n = sum(1 for f in drop.rglob("*.json*") if "gt_comp" not in str(f))
+    n = args.judgments
+    home = work / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    shutil.copytree(base, home, ignore=shutil.ignore_patterns("dagster"))
+    env = {"BENCHLAKE_HOME": str(home), "RYNN_VP_SOURCE": demo.rynn_vp_source_or_demo(),
+           "CANDIDATES_DIR": str(demo.candidates_root()), "JUDGMENTS_DIR": str(drop)}
+    rows = []
+    wall, rss, rep = run_step(["judgments", JUDGMENTS], env)
+    rows.append((f"judgments from scratch, {n:,} records", wall, rss,
+                 f"materialize {rep['materialize_s']:.1f} s"))
+    print(rows[-1], flush=True)
+    late = work / "late"
+    shutil.rmtree(late, ignore_errors=True)
+    _write_judgments(demo.demo_dir / "judgments", late, 10000 + 1000 + 9000, tag="late")
+    added = [(late / "big-0.jsonl", drop / "late.jsonl")] + [
+        (f, drop / "gt_compilations" / f"late-{f.name}")
+        for f in (late / "gt_compilations").glob("*.json")]
+    for src, dest in added:
+        shutil.copy(src, dest)
+    try:
+        wall, rss, rep = run_step(["judgments-plus-one", JUDGMENTS], env)
+    finally:
+        for _, dest in added:
+            dest.unlink()
+    rows.append(("+1 judgment file (10,000 records)", wall, rss,
+                 f"materialize {rep['materialize_s']:.1f} s"))
+    print(rows[-1], flush=True)
+    return rows
+
+
+# --- rynn_vp -----------------------------------------------------------------------------------
+
+RYNN_VP = "group:rynn_vp and not kind:dbt"
+
+
+def _clone_cases(demo_root: Path, demo_cands: Path, snapshot: Path, cands: Path,
+                 n: int) -> None:
+    """`n` cases cloned from the demo's (case ids renumbered in their last field, task.json
+    rewritten, SHA256SUMS.txt recomputed), each with a copy of the demo case's candidates."""
+    from benchlake_demo.rynn_vp import write_sha256sums
+
+    shutil.copytree(demo_root, snapshot, ignore=shutil.ignore_patterns("cases"))
+    originals = sorted((demo_root / "cases").iterdir())
+    for k in range(n):
+        src = originals[k % len(originals)]
+        case_id = src.name.rsplit("-", 1)[0] + f"-{100 + k // len(originals):03d}"
+        dest = snapshot / "cases" / case_id
+        shutil.copytree(src, dest)
+        task = json.loads((dest / "task.json").read_text())
+        (dest / "task.json").write_text(json.dumps({**task, "task_id": case_id}, indent=2))
+        for system in sorted(p for p in demo_cands.iterdir() if p.is_dir()):
+            if (system / src.name).is_dir():
+                shutil.copytree(system / src.name, cands / system.name / case_id)
+    write_sha256sums(snapshot)
+
+
+def _stamps(home: Path) -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for p in (home / "evidence").rglob("*.jpg")}
+
+
+def bench_rynn_vp(args: argparse.Namespace, work: Path) -> list[tuple]:
+    from benchlake_demo import ensure_demo
+    from dagster_project.settings import Settings
+
+    demo = Settings.from_env({"BENCHLAKE_HOME": str(work / "demo-home")})
+    ensure_demo(demo)
+    snapshot, cands, empty = work / "Rynn-VP", work / "candidates", work / "empty"
+    if not snapshot.exists():
+        _clone_cases(Path(demo.rynn_vp_source_or_demo()), demo.candidates_root(), snapshot,
+                     cands, args.cases)
+    empty.mkdir(exist_ok=True)
+    home = work / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    env = {"BENCHLAKE_HOME": str(home), "RYNN_VP_SOURCE": str(snapshot),
+           "CANDIDATES_DIR": str(cands), "JUDGMENTS_DIR": str(empty)}
+    n_video = len(list(cands.glob("*/*/candidate.mp4")))
+    n_eval = len([p for p in cands.glob("*/*") if p.is_dir()])
+    rows = []
+    first, rss, _ = run_step(["rynn_vp-first", RYNN_VP], env)
+    rows.append((f"Rynn-VP first run, {args.cases} cases, {n_eval} evaluations", first, rss,
+                 f"{n_video} candidate videos"))
+    print(rows[-1], flush=True)
+    before = _stamps(home)
+    wall, rss, _ = run_step(["rynn_vp-again", RYNN_VP], env)
+    redone = sum(_stamps(home).get(p) != t for p, t in before.items())
+    rows.append(("Rynn-VP again, nothing changed", wall, rss,
+                 f"{wall / first:.0%} of the first run; {redone} evidence images rewritten"))
+    print(rows[-1], flush=True)
+    videos = sorted(cands.glob("*/*/candidate.mp4"))
+    target, donor = videos[0], videos[-1]
+    saved = target.read_bytes()
+    shutil.copy(donor, target)
+    try:
+        before = _stamps(home)
+        wall, rss, _ = run_step(["rynn_vp-one-changed", RYNN_VP], env)
+        after = _stamps(home)
+    finally:
+        target.write_bytes(saved)
+    redone = {Path(p).parent.name + "/" + Path(p).parent.parent.name
+              for p, t in before.items() if after.get(p) != t and "/P" in p}
+    rows.append(("Rynn-VP again, one candidate changed", wall, rss,
+                 f"{wall / first:.0%} of the first run; panels rewritten for {len(redone)} "
+                 f"evaluation(s): {', '.join(sorted(redone))[:60]}"))
+    print(rows[-1], flush=True)
+    return rows
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--step":
         step_main(sys.argv[2:])
@@ -224,12 +374,13 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--subset", type=int, default=1_000_000)
     ap.add_argument("--judgments", type=int, default=60_000)
+    ap.add_argument("--cases", type=int, default=200)
     ap.add_argument("--dir", type=Path, help="work folder, kept (default: a temp folder)")
     args = ap.parse_args()
     work = args.dir or Path(tempfile.mkdtemp(prefix="benchlake-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     rows = []
-    benches = {"val": bench_val}
+    benches = {"val": bench_val, "judgments": bench_judgments, "rynn_vp": bench_rynn_vp}
     for name, fn in benches.items():
         if args.only in (None, name):
             rows += fn(args, work / name)

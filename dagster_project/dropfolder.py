@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,16 +33,16 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-STAT_CACHE = ".stat_cache.json"
-
-
-def scan_drop_folder(root: Path, stat_cache: Path | None = None) -> dict[str, str]:
+def scan_drop_folder(root: Path, stat_cache: Path | None = None,
+                     digest: Callable[[Path], str] = file_sha256) -> dict[str, str]:
     """{relative path: sha256} of every file under a drop folder (hidden files ignored). Every
     file is listed, whatever its suffix: the readers reject the ones they cannot read, visibly.
 
-    With `stat_cache` (a JSON file kept beside the archive), a file whose size, mtime and inode
+    With `stat_cache` (a JSON file, `Settings.stat_cache`), a file whose size, mtime and inode
     are those recorded with its digest is not read again: a campaign folder of many GB is
-    hashed once, and each later scan (every sensor tick, every run) only stats it."""
+    hashed once, and each later scan (every sensor tick, every run) only stats it. `digest`
+    computes the sha256 of a file the cache does not know (archiving copies and hashes in one
+    pass)."""
     cache: dict[str, list] = {}
     if stat_cache is not None and stat_cache.exists():
         try:
@@ -57,7 +57,7 @@ def scan_drop_folder(root: Path, stat_cache: Path | None = None) -> dict[str, st
         st = path.stat()
         key, stamp = f"{root}/{rel}", [st.st_size, st.st_mtime_ns, st.st_ino]
         hit = cache.get(key)
-        sha = hit[3] if hit is not None and hit[:3] == stamp else file_sha256(path)
+        sha = hit[3] if hit is not None and hit[:3] == stamp else digest(path)
         found[rel], fresh[key] = sha, [*stamp, sha]
     if stat_cache is not None:
         kept = {k: v for k, v in cache.items() if not k.startswith(f"{root}/")}
@@ -83,7 +83,8 @@ def archive_copy(src: Path, archive_root: Path) -> str:
     return digest.hexdigest()
 
 
-def archive_versions(archive_root: Path, root: Path, manifest: Path, home: Path) -> list[dict]:
+def archive_versions(archive_root: Path, root: Path, manifest: Path, home: Path,
+                     stat_cache: Path | None = None) -> list[dict]:
     """Archive every new (path, content) of the drop folder `root` under
     `archive_root/<sha256>` and return the full version list: the previous manifest (a Parquet
     table under `home`) plus the new versions.
@@ -97,15 +98,16 @@ def archive_versions(archive_root: Path, root: Path, manifest: Path, home: Path)
     for r in previous:
         r.setdefault("folder", folder)  # manifests written before folders were recorded
     known = {(r["folder"], r["source_file"], r["sha256"]) for r in previous}
-    current = scan_drop_folder(root, archive_root / STAT_CACHE)
+    # A file the stat cache does not know is copied into the archive while it is hashed (one
+    # read); the copy is named by the bytes actually copied, so a file rewritten meanwhile is
+    # simply a version the next scan finds.
+    current = scan_drop_folder(root, stat_cache, lambda path: archive_copy(path, archive_root))
     versions = list(previous)
     for rel, sha in current.items():
         if (folder, rel, sha) in known:
             continue
         archived = archive_root / sha
-        if not archived.exists():
-            # named by the bytes actually copied: a file rewritten since the scan is simply a
-            # version the next scan finds
+        if not archived.exists():  # known to the stat cache, archived in another home
             sha = archive_copy(root / rel, archive_root)
             archived = archive_root / sha
             if (folder, rel, sha) in known:

@@ -176,6 +176,22 @@ class Settings:
         return self.home / "archive"
 
     @property
+    def cache_dir(self) -> Path:
+        """State that only saves work (the drop folders' stat caches, the checked judgment
+        parts): never data, safe to delete."""
+        return self.home / "cache"
+
+    @property
+    def judgment_parts_dir(self) -> Path:
+        """Each judgment file version, read and checked once (`rynn_vp/judgment_parts.py`)."""
+        return self.cache_dir / "judgment_parts"
+
+    def stat_cache(self, kind: str) -> Path:
+        """The stat cache of drop folder `kind` (judgments, responses): see
+        `dropfolder.scan_drop_folder`."""
+        return self.cache_dir / f"{kind}_stat_cache.json"
+
+    @property
     def evidence_dir(self) -> Path:
         return self.home / "evidence"
 

@@ -78,22 +78,21 @@ def record_written(benchlake: "BenchlakeSettings", name: str, partition: str | N
 
 
 def drop_folder_sensor_result(
-    root: Path, cursor: str | None, setting: str, home: Path, versions_table: str, archive: Path
-) -> dg.SensorResult | dg.SkipReason:
+    root: Path, cursor: str | None, setting: str, home: Path, versions_table: str,
+    stat_cache: Path) -> dg.SensorResult | dg.SkipReason:
     """The shared body of the drop-folder sensors: new content under `root` (compared with the
     cursor of path → content hash) gives one run request keyed by the change. A sensor without a
     cursor yet (a new UI, a new Dagster home) starts from what is already ingested, the current
     versions of `root` in the raw versions table `versions_table`, so work done by `benchlake
-    materialize` is not launched again. Files are hashed once: the archive's stat cache
-    (`archive/.stat_cache.json`) knows the digest of every file whose size and mtime did not
-    change."""
-    from dagster_project.dropfolder import STAT_CACHE, changed_files, ingested_cursor
+    materialize` is not launched again. Files are hashed once: the `stat_cache` knows the digest
+    of every file whose size and mtime did not change."""
+    from dagster_project.dropfolder import changed_files, ingested_cursor
 
     if not root.is_dir():
         return dg.SkipReason(f"{setting} {root} does not exist")
     if cursor is None:
         cursor = ingested_cursor(table_path(home, versions_table), root, home)
-    changed, new_cursor, run_key = changed_files(root, cursor, archive / STAT_CACHE)
+    changed, new_cursor, run_key = changed_files(root, cursor, stat_cache)
     if not changed:
         return dg.SensorResult(skip_reason=f"no new or changed files in {setting}",
                                cursor=new_cursor)

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 from PIL import Image, ImageDraw, ImageFont
 
-from dagster_project.tables import path_field
+from dagster_project.tables import path_field, stored_path
 
 MAX_SOURCE_FRAMES = 50
 N_PANELS = 30
@@ -143,19 +143,28 @@ def _digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def case_fingerprint(inp: CaseInputs) -> str:
+def case_fingerprint(inp: CaseInputs, home: Path | None = None) -> str:
     """What every evaluation of the case shares: the policy version, S0's and the GT video's
-    digests, the decodable range and the intervals (the anchors' source)."""
-    return _digest([EVIDENCE_POLICY_VERSION, inp.initial_sha256, inp.gt_sha256,
+    paths (as stored, see `evaluation_fingerprint`) and digests, the decodable range and the
+    intervals (the anchors' source)."""
+    paths = [stored_path(p, home) if home is not None else p
+             for p in (inp.initial_png, inp.gt_mp4)]
+    return _digest([EVIDENCE_POLICY_VERSION, paths, inp.initial_sha256, inp.gt_sha256,
                     inp.first_frame_s, inp.last_frame_s, inp.intervals])
 
 
-def evaluation_fingerprint(case_fp: str, cand: dict) -> str:
+def evaluation_fingerprint(case_fp: str, cand: dict, home: Path | None = None) -> str:
     """An evaluation's inputs: its case's fingerprint and its candidate (content digest, where it
-    is, its modality, steps and problems)."""
-    return _digest([case_fp, {k: cand.get(k) for k in (
-        "system", "modality", "path", "fingerprint", "ok", "problem", "step_ids",
-        "step_paths")}])
+    is, its modality, steps and problems). Paths count as stored (relative to `home` when inside
+    it), so the same inputs in two homes have the same fingerprint."""
+    def where(path: str | None) -> str | None:
+        return stored_path(path, home) if home is not None else path
+
+    return _digest([case_fp, {
+        **{k: cand.get(k) for k in ("system", "modality", "fingerprint", "ok", "problem",
+                                    "step_ids")},
+        "path": where(cand.get("path")),
+        "step_paths": [where(p) for p in cand.get("step_paths") or []]}])
 
 
 def _write_jpeg(path, rgb: np.ndarray, quality: int) -> str:
@@ -167,7 +176,8 @@ def _write_jpeg(path, rgb: np.ndarray, quality: int) -> str:
 
 
 def build_case_evidence(inp: CaseInputs, out_dir, quality: int = 90,
-                        previous: dict[str, dict] | None = None) -> dict[str, list[dict]]:
+                        previous: dict[str, dict] | None = None,
+                        home: Path | None = None) -> dict[str, list[dict]]:
     """Extract and write one case's evidence under `out_dir`; returns the table rows
     {"frames": [...], "storyboards": [...], "evaluations": [...], "rejects": [...]} and
     "extracted", the evaluation ids decoded now.
@@ -175,7 +185,7 @@ def build_case_evidence(inp: CaseInputs, out_dir, quality: int = 90,
     `previous` (evaluation_id → its earlier "evaluation" row, "frames" and "storyboards") lets
     an evaluation whose `inputs_fingerprint` is unchanged and whose images are all still there
     keep its rows without decoding anything; S0 and the GT anchors are only decoded when some
-    evaluation needs them."""
+    evaluation needs them. `home`: the warehouse the paths are stored relative to."""
     from dagster_project.media.extract import extract_frames
     from dagster_project.media.packet_index import VideoError, index_video
 
@@ -218,14 +228,14 @@ def build_case_evidence(inp: CaseInputs, out_dir, quality: int = 90,
                 })
         return shared
 
-    case_fp = case_fingerprint(inp)
+    case_fp = case_fingerprint(inp, home)
     previous = previous or {}
     extracted: list[str] = []
     shared: list[dict] | None = None
     for cand in inp.candidates:
         system = cand["system"]
         evaluation_id = f"{system}/{inp.case_id}"
-        fingerprint = evaluation_fingerprint(case_fp, cand)
+        fingerprint = evaluation_fingerprint(case_fp, cand, home)
         old = previous.get(evaluation_id)
         if (old is not None and old["evaluation"]["inputs_fingerprint"] == fingerprint
                 and all(Path(r["image_path"]).is_file()

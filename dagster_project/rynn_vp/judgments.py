@@ -15,12 +15,14 @@ judge run the final one is marked; the stages each run went through become rows 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from dagster_project.rynn_vp.judgment_parts import GT_PREFIX, Checked, check, read_part
 from dagster_project.rynn_vp.judgment_records import (
     METRIC_COLUMNS,
     EvalContext,
@@ -29,13 +31,9 @@ from dagster_project.rynn_vp.judgment_records import (
     _read,
     _Record,
     _reject,
-    _sha,
     canonical_json,
-    gt_reasons,
-    judgment_reasons,
 )
 
-GT_PREFIX = "gt_compilations/"
 STAGES = ("gt_compilation", "observer", "vr_vq_judge", "hallucination_auditor", "pi_judge",
           "critic")
 STAGE_NO = {name: no for no, name in enumerate(STAGES, start=1)}
@@ -81,10 +79,12 @@ class _Ingest:
         self.result.duplicates += 1
         self.reject(rec, [f"duplicate of {first.where} ({how}): ignored"])
 
-    def take(self, rec: _Record) -> None:
+    def take(self, rec: _Record, checked: Checked | None = None) -> None:
+        """One record, in file order; `checked`: its context checks, done before (a part)."""
         is_gt = rec.source.source_file.startswith(GT_PREFIX)
-        sha = _sha(rec.obj)
-        key = ("gt" if is_gt else "judgment", sha)
+        if checked is None:
+            checked = check(rec, self.ctx, self.owner_of)
+        key = ("gt" if is_gt else "judgment", checked.sha)
         if key in self.seen:
             self.duplicate(rec, self.seen[key], "same content")
             return
@@ -93,16 +93,15 @@ class _Ingest:
             kind = "GT compilation record" if is_gt else "judgment record"
             self.reject(rec, [f"a {kind} must be a JSON object, not {_kind(rec.obj)}"])
         elif is_gt:
-            self.take_gt(rec, sha)
+            self.take_gt(rec, checked)
         else:
-            self.take_judgment(rec, sha)
+            self.take_judgment(rec, checked)
 
-    def take_judgment(self, rec: _Record, sha: str) -> None:
-        obj = rec.obj
-        reasons = judgment_reasons(obj, self.ctx, self.owner_of)
+    def take_judgment(self, rec: _Record, checked: Checked) -> None:
+        obj, sha, same_as = rec.obj, checked.sha, checked.same_as
+        reasons = list(checked.reasons)
         identity = (obj.get("system"), obj.get("case_id"), obj.get("judge_run_id"),
                     obj.get("attempt"))
-        same_as = canonical_json({"attempt_kind": "initial", **obj})
         well_typed = all(isinstance(v, str | int) and not isinstance(v, bool) for v in identity)
         first = self.judgments.get(identity) if well_typed else None
         if first is not None:
@@ -116,9 +115,9 @@ class _Ingest:
         else:
             self.judgments[identity] = _Accepted(rec, sha, same_as)
 
-    def take_gt(self, rec: _Record, sha: str) -> None:
-        obj = rec.obj
-        reasons = gt_reasons(obj, self.ctx)
+    def take_gt(self, rec: _Record, checked: Checked) -> None:
+        obj, sha = rec.obj, checked.sha
+        reasons = list(checked.reasons)
         case_id = obj.get("case_id")
         identity = (case_id, obj.get("fingerprint"), obj.get("judge_run_id"))
         first = self.gts.get(identity) if all(isinstance(v, str) for v in identity) else None
@@ -128,7 +127,7 @@ class _Ingest:
         if reasons:
             self.reject(rec, reasons)
         else:
-            self.gts[identity] = _Accepted(rec, sha, canonical_json(obj))
+            self.gts[identity] = _Accepted(rec, sha, checked.same_as or canonical_json(obj))
 
     # --- rows ------------------------------------------------------------------------------
 
@@ -247,10 +246,20 @@ def _stage_rows(o: dict[str, Any]) -> list[dict[str, Any]]:
     return [_stage_row(*key, stage, o["attempt"], kind, "ok") for stage in CANDIDATE_STAGES]
 
 
-def ingest(files: Sequence[SourceFile], ctx: EvalContext) -> IngestResult:
-    """Every record of `files` (in the given order; earlier wins) into rows or reject rows."""
+def ingest(files: Sequence[SourceFile], ctx: EvalContext,
+           parts: Mapping[SourceFile, Path] | None = None) -> IngestResult:
+    """Every record of `files` (in the given order; earlier wins) into rows or reject rows.
+    With `parts` (`judgment_parts.sync_parts`), a file version is replayed from its part: read
+    and checked before, against this same context."""
     state = _Ingest(ctx)
     for sf in files:
+        if parts is not None and sf in parts:
+            for item in read_part(sf, parts[sf]):
+                if isinstance(item, dict):
+                    state.result.rejects.append(item)
+                else:
+                    state.take(*item)
+            continue
         for item in _read(sf):
             if isinstance(item, _Record):
                 state.take(item)

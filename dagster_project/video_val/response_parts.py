@@ -13,6 +13,7 @@ been dropped yet.
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -34,6 +35,10 @@ from dagster_project.video_val.responses import (
 from dagster_project.video_val.scoring import SCORED_SCHEMA, score_frame
 
 SCHEMA_PART = "_schema"
+# Below this many bytes to parse, or responses to score, one process: starting a second (spawned,
+# not forked: Polars' and Arrow's thread pools do not survive a fork) costs more than it saves.
+POOL_MIN_BYTES = 64 * 1024 * 1024
+POOL_MIN_ROWS = 200_000
 QUESTIONS_KEY = b"benchlake.questions_fingerprint"
 SCORED_TABLES = {"vv_responses": RESPONSES_SCHEMA, "vv_response_rejects": RESPONSE_REJECTS_SCHEMA}
 
@@ -72,7 +77,8 @@ def _parse_job(job: tuple[ResponseFile, Path, Path]) -> int:
 
 
 def sync_parts(home: Path, files: Sequence[ResponseFile]) -> PartsResult:
-    """Parse the versions that have no part yet (see the module notes)."""
+    """Parse the versions that have no part yet (see the module notes), two files at a time
+    from `POOL_MIN_BYTES` on."""
     result = PartsResult()
     for name, schema in SCORED_TABLES.items():
         _ensure_schema_part(home, name, schema)
@@ -84,8 +90,10 @@ def sync_parts(home: Path, files: Sequence[ResponseFile]) -> PartsResult:
              table_path(home, "vv_response_rejects", f.part))
             for f in files if f.part not in have]
     result.kept = len(files) - len(jobs)
-    if len(jobs) > 1:
-        with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+    size = sum(job[0].path.stat().st_size for job in jobs)
+    if len(jobs) > 1 and size >= POOL_MIN_BYTES and (os.cpu_count() or 1) > 1:
+        with ProcessPoolExecutor(max_workers=2,
+                                 mp_context=multiprocessing.get_context("spawn")) as pool:
             counts = list(pool.map(_parse_job, jobs))
     else:
         counts = [_parse_job(job) for job in jobs]
@@ -108,33 +116,59 @@ def _scored_fingerprint(path: Path) -> bytes | None:
     return meta.get(QUESTIONS_KEY)
 
 
+_QUESTIONS: pl.DataFrame | None = None
+
+
+def _init_scorer(questions: pl.DataFrame) -> None:
+    global _QUESTIONS
+    _QUESTIONS = questions
+
+
+def _score_job(job: tuple[Path, Path, bytes]) -> int:
+    """Score one response part into its scored part, `BATCH_ROWS` rows at a time."""
+    source, out, fingerprint = job
+    assert _QUESTIONS is not None
+    schema = SCORED_SCHEMA.with_metadata(None)
+    rows = 0
+    with streaming_parquet(out, schema.with_metadata({QUESTIONS_KEY: fingerprint})) as w:
+        for batch in pq.ParquetFile(source).iter_batches(
+                batch_size=BATCH_ROWS, columns=[c for c in RESPONSES_SCHEMA.names
+                                                if c != "response_digest"]):
+            frame = pl.from_arrow(batch).join(_QUESTIONS, on="uid", how="inner",
+                                              maintain_order="left")
+            if frame.height:
+                table = score_frame(frame).select(schema.names).to_arrow().cast(schema)
+                w.write(table)
+                rows += table.num_rows
+    return rows
+
+
 def score_parts(home: Path, questions: pl.DataFrame) -> PartsResult:
     """Score every response part not yet scored against these `questions` (uid, data_source,
     option_letters, ground_truth). Rows whose uid is not a question are not scored (the views
-    reject them)."""
+    reject them). From `POOL_MIN_ROWS` responses on, two parts at a time in two processes: the
+    scoring is partly Python, so one process keeps only one core busy."""
     result = PartsResult()
-    schema = SCORED_SCHEMA.with_metadata(None)
-    _ensure_schema_part(home, "vv_scored_responses", schema)
+    _ensure_schema_part(home, "vv_scored_responses", SCORED_SCHEMA.with_metadata(None))
     sources = _parts(home, "vv_responses")
     _remove_stale(home, "vv_scored_responses", set(sources), result)
     fingerprint = questions_fingerprint(questions).encode()
     scored = _parts(home, "vv_scored_responses")
     questions = questions.select("uid", "data_source", "option_letters", "ground_truth")
+    jobs = []
     for stem, source in sources.items():
         if stem in scored and _scored_fingerprint(scored[stem]) == fingerprint:
             result.kept += 1
-            continue
-        out = table_path(home, "vv_scored_responses", stem)
-        with streaming_parquet(out, schema.with_metadata({QUESTIONS_KEY: fingerprint})) as w:
-            for batch in pq.ParquetFile(source).iter_batches(
-                    batch_size=BATCH_ROWS, columns=[c for c in RESPONSES_SCHEMA.names
-                                                    if c != "response_digest"]):
-                frame = pl.from_arrow(batch).join(questions, on="uid", how="inner",
-                                                  maintain_order="left")
-                if frame.height:
-                    table = score_frame(frame).select(schema.names).to_arrow().cast(
-                        schema.with_metadata(None))
-                    w.write(table)
-                    result.rows_written += table.num_rows
-        result.written.append(stem)
+        else:
+            jobs.append((source, table_path(home, "vv_scored_responses", stem), fingerprint))
+    rows = sum(pq.ParquetFile(job[0]).metadata.num_rows for job in jobs)
+    if len(jobs) > 1 and rows >= POOL_MIN_ROWS and (os.cpu_count() or 1) > 1:
+        with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_init_scorer, initargs=(questions,)) as pool:
+            counts = list(pool.map(_score_job, jobs))
+    else:
+        _init_scorer(questions)
+        counts = [_score_job(job) for job in jobs]
+    result.written = [job[1].stem for job in jobs]
+    result.rows_written = sum(counts)
     return result

@@ -31,7 +31,7 @@ EXPECTED_DEPS = {
     "raw/vv_videos": {"raw/vv_questions"},
     "raw/vv_frame_plan": {"raw/vv_videos", "raw/vv_questions"},
     "raw/vv_frames": {"raw/vv_frame_plan", "raw/vv_questions"},
-    "raw/vv_responses": {"raw/vv_questions"},
+    "raw/vv_responses": set(),
     "raw/vv_scored_responses": {"raw/vv_responses", "raw/vv_questions"},
 }
 EXPECTED_CHECKS = {

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from dagster_project.runner import materialize
 from dagster_project.tables import table_path
+from dagster_project.video_val import response_parts
 from dagster_project.video_val.response_parts import SCHEMA_PART
 from dagster_project.video_val.responses import response_digest
 from dagster_project.warehouse.views import connect
@@ -91,7 +92,7 @@ def _observed(settings):
     return status, tables
 
 
-def test_incremental_ingest_equals_the_full_one(demo_warehouse, tmp_path):
+def test_incremental_ingest_equals_the_full_one(demo_warehouse, tmp_path, monkeypatch):
     drop = tmp_path / "drop"
     drop.mkdir()
     settings = _home(demo_warehouse, tmp_path, drop)
@@ -114,7 +115,9 @@ def test_incremental_ingest_equals_the_full_one(demo_warehouse, tmp_path):
     # all four versions have their parts (the folder holds 3 files; b.jsonl v1 stays archived)
     assert len(parts_before) == 1 + 4
 
-    # the full path: every part parsed and scored again from the archive
+    # the full path: every part parsed and scored again from the archive, two processes each
+    monkeypatch.setattr(response_parts, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(response_parts, "POOL_MIN_ROWS", 0)
     for name in TABLES:
         shutil.rmtree(table_path(settings.home, name, SCHEMA_PART).parent)
     assert materialize(settings, RESPONSES).success

@@ -50,6 +50,7 @@ from dagster_project.rynn_vp.ingest import (
     probe_case,
     read_case,
 )
+from dagster_project.rynn_vp.judgment_parts import sync_parts
 from dagster_project.rynn_vp.judgment_records import (
     CandidateInfo,
     CaseInfo,
@@ -282,7 +283,8 @@ def _build_and_write(inp: CaseInputs, home: str, run_id: str) -> dict[str, int]:
 
     s = Settings(home=Path(home))
     previous = _previous_evidence(s.home, inp.case_id)
-    out = build_case_evidence(inp, s.evidence_dir / inp.case_id, previous=previous)
+    out = build_case_evidence(inp, s.evidence_dir / inp.case_id, previous=previous,
+                              home=s.home)
     reject_path = table_path(s.home, "rvp_rejects", f"rvp_evidence/{inp.case_id}")
     changed = (bool(out["extracted"]) or len(out["evaluations"]) != len(previous)
                or not reject_path.exists())
@@ -419,25 +421,32 @@ JUDGMENT_RECORD_TABLES = {"rvp_judgment_files": VERSIONS_SCHEMA, **JUDGMENT_TABL
            for name in JUDGMENT_RECORD_TABLES],
 )
 def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
-    """Reads every version of every file in JUDGMENTS_DIR: judgment records (validated; the final
-    attempt per system/case/judge run chosen; the rest kept for audit), their hallucinations,
-    recorded GT compilations (gt_compilations/), the stages each evaluation ran, and every
-    refused record with its file, line, reason and raw text."""
+    """Reads every version of every file in JUDGMENTS_DIR once (`judgment_parts`: a version
+    already read and checked in this context is replayed from its part): judgment records
+    (validated; the final attempt per system/case/judge run chosen; the rest kept for audit),
+    their hallucinations, recorded GT compilations (gt_compilations/), the stages each
+    evaluation ran, and every refused record with its file, line, reason and raw text."""
     s = benchlake.settings()
     if s.uses_demo_judgments():
         _demo().ensure_judgments_demo(s)
     root = s.open_drop_folder("JUDGMENTS_DIR")
     versions = archive_versions(s.archive_dir / "judgments", root,
-                                benchlake.table_path("rvp_judgment_files"), s.home)
+                                benchlake.table_path("rvp_judgment_files"), s.home,
+                                s.stat_cache("judgments"))
     files = [SourceFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
              for v in versions_of(versions, root)]
-    result = ingest(files, _context(benchlake))
+    ctx = _context(benchlake)
+    parts, written = sync_parts(s.judgment_parts_dir, files, ctx)
+    context.log.info(f"{len(written)} file versions read and checked, "
+                     f"{len(files) - len(written)} replayed from their parts")
+    result = ingest(files, ctx, parts)
     tables = {"rvp_judgment_files": versions, "rvp_judgments": result.judgments,
               "rvp_hallucinations": result.hallucinations,
               "rvp_judgment_rejects": result.rejects,
               "rvp_gt_compilations": result.gt_compilations, "rvp_stages": result.stages}
     for name, schema in JUDGMENT_RECORD_TABLES.items():
-        extra = {"duplicates_ignored": result.duplicates} if name == "rvp_judgments" else {}
+        extra = ({"duplicates_ignored": result.duplicates, "file_versions_checked": len(written)}
+                 if name == "rvp_judgments" else {})
         yield write_and_describe(benchlake, name, rows_to_table(tables[name], schema), **extra)
 
 

@@ -38,4 +38,4 @@ def rvp_judgments_sensor(context: dg.SensorEvaluationContext, benchlake: Benchla
     root = benchlake.settings().judgments_root()
     return drop_folder_sensor_result(root, context.cursor, "JUDGMENTS_DIR",
                                      benchlake.settings().home, "rvp_judgment_files",
-                                     benchlake.settings().archive_dir / "judgments")
+                                     benchlake.settings().stat_cache("judgments"))

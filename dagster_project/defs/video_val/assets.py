@@ -244,7 +244,8 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
         _demo().ensure_responses_demo(s)
     root = s.open_drop_folder("RESPONSES_DIR")
     versions = archive_versions(s.archive_dir / "responses", root,
-                                benchlake.table_path("vv_response_files"), s.home)
+                                benchlake.table_path("vv_response_files"), s.home,
+                                s.stat_cache("responses"))
     yield write_and_describe(benchlake, "vv_response_files",
                              rows_to_table(versions, VERSIONS_SCHEMA))
     files = [ResponseFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))

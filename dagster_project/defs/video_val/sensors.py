@@ -18,4 +18,4 @@ def vv_responses_sensor(context: dg.SensorEvaluationContext, benchlake: Benchlak
     root = benchlake.settings().responses_root()
     return drop_folder_sensor_result(root, context.cursor, "RESPONSES_DIR",
                                      benchlake.settings().home, "vv_response_files",
-                                     benchlake.settings().archive_dir / "responses")
+                                     benchlake.settings().stat_cache("responses"))

@@ -1,7 +1,22 @@
 -- Intermediate: one row per (policy, run, step, question): the mean over its samples (a single
--- sample is itself), so a question weighs the same whatever its number of samples.
-SELECT policy, run_id, step, uid, data_source, count(*) AS k,
-       avg(CAST(correct AS DOUBLE)) AS accuracy, avg(CAST(format_ok AS DOUBLE)) AS format_rate,
-       avg(composite) AS composite
-FROM {{ ref('int_vv_policy_responses') }}
-GROUP BY policy, run_id, step, uid, data_source
+-- sample is itself), so a question weighs the same whatever its number of samples. The samples
+-- are counted once per question, then each policy weighs the counts: its composite, the mean of
+-- accuracy_weight·correct + format_weight·format_ok over the samples, is the same weighted sum of
+-- the two means.
+WITH questions AS (
+    SELECT run_id, step, uid, data_source, count(*) AS k,
+           avg(CAST(correct AS DOUBLE)) AS accuracy,
+           avg(CAST(format_card AS DOUBLE)) AS format_card,
+           avg(CAST(format_exact AS DOUBLE)) AS format_exact
+    FROM {{ ref('int_vv_accepted_scores') }}
+    GROUP BY run_id, step, uid, data_source
+),
+rated AS (
+    SELECT p.policy, q.run_id, q.step, q.uid, q.data_source, q.k, q.accuracy,
+           CASE p.format_rule WHEN 'card' THEN q.format_card WHEN 'exact' THEN q.format_exact
+           END AS format_rate, p.accuracy_weight, p.format_weight
+    FROM questions AS q CROSS JOIN {{ ref('vv_scoring_policies') }} AS p
+)
+SELECT policy, run_id, step, uid, data_source, k, accuracy, format_rate,
+       accuracy_weight * accuracy + format_weight * format_rate AS composite
+FROM rated

@@ -2,18 +2,19 @@
 -- composite over the responded questions, with n_responded and n_rows (the source's questions)
 -- always shown.
 -- data_source 'all' is the micro-average over every responded row of every source; 'macro' is
--- the plain mean of the sources' values.
-WITH sources AS (
+-- the plain mean of the sources' values. The per-question rows are computed once (MATERIALIZED).
+WITH rows AS MATERIALIZED (SELECT * FROM {{ ref('int_vv_row_scores') }}),
+sources AS (
     SELECT data_source, count(*) AS n_rows FROM {{ ref('stg_vv_questions') }} GROUP BY 1
 ),
-checkpoints AS (SELECT DISTINCT policy, run_id, step FROM {{ ref('int_vv_row_scores') }}),
+checkpoints AS (SELECT DISTINCT policy, run_id, step FROM rows),
 by_source AS (
     SELECT c.policy, c.run_id, c.step, s.data_source, s.n_rows, count(r.uid) AS n_responded,
            avg(r.accuracy) AS accuracy, avg(r.format_rate) AS format_rate,
            avg(r.composite) AS composite
     FROM checkpoints AS c
     CROSS JOIN sources AS s
-    LEFT JOIN {{ ref('int_vv_row_scores') }} AS r
+    LEFT JOIN rows AS r
            ON r.policy = c.policy AND r.run_id = c.run_id AND r.step = c.step
           AND r.data_source = s.data_source
     GROUP BY c.policy, c.run_id, c.step, s.data_source, s.n_rows
@@ -24,7 +25,7 @@ micro AS (
            count(r.uid) AS n_responded, avg(r.accuracy) AS accuracy,
            avg(r.format_rate) AS format_rate, avg(r.composite) AS composite
     FROM checkpoints AS c
-    LEFT JOIN {{ ref('int_vv_row_scores') }} AS r
+    LEFT JOIN rows AS r
            ON r.policy = c.policy AND r.run_id = c.run_id AND r.step = c.step
     GROUP BY c.policy, c.run_id, c.step
 ),

@@ -1,0 +1,144 @@
+"""Judgment files at campaign scale: each file version read and checked once.
+
+A file version of JUDGMENTS_DIR is read (strict JSON, streamed) and each of its records checked
+against the context (`judgment_records.judgment_reasons` / `gt_reasons`) once, into a part under
+`$BENCHLAKE_HOME/cache/judgment_parts/`: per record its line, raw text, the value (canonical
+JSON), its digest, the reasons it cannot be accepted, and what tells a repeat from a rewrite.
+`judgments.ingest` then replays the parts in file order for what depends on more than one record
+(repeats, conflicts, the final attempt): no file is parsed or validated again. A part is named by
+the version and a fingerprint of the context (systems, cases, candidates, evidence ids, GT
+fingerprints) and of `CHECKS_VERSION`, so new candidates or evidence check every record again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dagster_project.rynn_vp.judgment_records import (
+    EvalContext,
+    SourceFile,
+    _read,
+    _Record,
+    _sha,
+    canonical_json,
+    gt_reasons,
+    judgment_reasons,
+)
+from dagster_project.tables import streaming_parquet
+
+# Bump when a rule of judgment_records changes: every part is checked again.
+CHECKS_VERSION = "1"
+GT_PREFIX = "gt_compilations/"
+BATCH_ROWS = 5_000
+
+PART_SCHEMA = pa.schema([
+    ("line", pa.int64()), ("raw", pa.string()), ("problem", pa.string()),
+    ("value", pa.string()), ("sha", pa.string()), ("reasons", pa.list_(pa.string())),
+    ("same_as", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the checks said about one record, without the context."""
+
+    sha: str
+    reasons: tuple[str, ...]
+    same_as: str | None
+
+
+def context_fingerprint(ctx: EvalContext) -> str:
+    def norm(value: object) -> object:
+        if isinstance(value, frozenset | set):
+            return sorted(norm(v) for v in value)
+        if isinstance(value, dict):
+            return sorted((repr(k), norm(v)) for k, v in value.items())
+        if hasattr(value, "__dataclass_fields__"):
+            return norm(vars(value))
+        return value
+
+    payload = [CHECKS_VERSION, norm(vars(ctx))]
+    return hashlib.sha256(json.dumps(payload, default=repr).encode()).hexdigest()
+
+
+def part_name(sf: SourceFile, ctx_fingerprint: str) -> str:
+    key = f"{sf.source_file}\0{sf.version}\0{sf.sha256}\0{ctx_fingerprint}"
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", sf.source_file)[-80:]
+    return f"{stem}.v{sf.version}.{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def check(rec: _Record, ctx: EvalContext, owner_of) -> Checked:
+    """The context-dependent checks of one record (as `judgments._Ingest.take` would do them)."""
+    obj = rec.obj
+    sha = _sha(obj)
+    if not isinstance(obj, dict):
+        return Checked(sha, (), None)
+    if rec.source.source_file.startswith(GT_PREFIX):
+        return Checked(sha, tuple(gt_reasons(obj, ctx)), canonical_json(obj))
+    return Checked(sha, tuple(judgment_reasons(obj, ctx, owner_of)),
+                   canonical_json({"attempt_kind": "initial", **obj}))
+
+
+def write_part(sf: SourceFile, ctx: EvalContext, owner_of, path: Path) -> int:
+    """Read and check one file version into the part at `path`; the number of rows."""
+    n = 0
+    with streaming_parquet(path, PART_SCHEMA) as out:
+        rows: list[dict] = []
+        for item in _read(sf):
+            if isinstance(item, _Record):
+                c = check(item, ctx, owner_of)
+                rows.append({"line": item.line, "raw": item.raw, "problem": None,
+                             "value": canonical_json(item.obj), "sha": c.sha,
+                             "reasons": list(c.reasons), "same_as": c.same_as})
+            else:
+                rows.append({"line": item["line"], "raw": item["raw"],
+                             "problem": item["reason"]})
+            if len(rows) == BATCH_ROWS:
+                out.write(pa.Table.from_pylist(rows, schema=PART_SCHEMA))
+                n, rows = n + len(rows), []
+        out.write(pa.Table.from_pylist(rows, schema=PART_SCHEMA))
+        n += len(rows)
+    return n
+
+
+def read_part(sf: SourceFile, path: Path) -> Iterator[tuple[_Record, Checked] | dict]:
+    """The records of a part, as `_read` would give them, each with its checks."""
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
+        for row in batch.to_pylist():
+            if row["problem"] is not None:
+                yield {"source_file": sf.source_file, "file_version": sf.version,
+                       "line": row["line"], "reason": row["problem"], "raw": row["raw"]}
+            else:
+                yield (_Record(sf, row["line"], row["raw"] or "", json.loads(row["value"])),
+                       Checked(row["sha"], tuple(row["reasons"]), row["same_as"]))
+
+
+def sync_parts(folder: Path, files: Sequence[SourceFile], ctx: EvalContext
+               ) -> tuple[dict[SourceFile, Path], list[str]]:
+    """The part of every file version (written now if missing), and the names written now;
+    parts no longer wanted (versions gone, context changed) are removed."""
+    fingerprint = context_fingerprint(ctx)
+    paths = {sf: folder / f"{part_name(sf, fingerprint)}.parquet" for sf in files}
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted = set(paths.values())
+    for old in folder.glob("*.parquet"):
+        if old not in wanted:
+            old.unlink()
+    owner: dict[str, str] = {}
+    for ev, ids in ctx.evidence_ids.items():
+        for eid in ids:
+            owner[eid] = ev
+    written = []
+    for sf, path in paths.items():
+        if not path.exists():
+            write_part(sf, ctx, owner.get, path)
+            written.append(path.stem)
+    return paths, written

@@ -1,0 +1,78 @@
+"""Judgment file versions read and checked once: replaying the parts gives exactly the rows and
+rejects of reading every file again; a part is kept until its version or the context changes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+
+from dagster_project.runner import materialize
+from dagster_project.rynn_vp.judgment_parts import context_fingerprint, sync_parts
+from dagster_project.rynn_vp.judgments import ingest
+from tests.rynn_vp.test_judgment_records import CTX, PLANNED, STORY, Drop, gt_record
+from tests.rynn_vp.test_judgment_records import record as judgment
+
+
+def _mixed_files(drop: Drop) -> list:
+    """Accepted records, a repeat, a rewrite (conflict), a retry, records the context refuses,
+    unreadable lines and records, and GT compilations (one stale)."""
+    good = judgment()
+    return [
+        drop.jsonl("a.jsonl", [good, judgment(PLANNED), judgment(STORY, hallucinations=[
+            {"entity": "cup", "locus": "02", "contradictory_observations": ["x"],
+             "affected_chain": "c"}])]),
+        drop.write("b.jsonl", json.dumps(good) + "\n{broken\n[1, 2]\n"
+                   + json.dumps(judgment(metrics={"PI-1": 101})) + "\n"),
+        drop.json("c.json", [judgment(attempt=2, attempt_kind="retry"),
+                             judgment(judge={**good["judge"], "model": "other"})]),
+        drop.jsonl("a.jsonl", [good, judgment(case_id="nope")]),  # version 2
+        drop.json("gt_compilations/p.json", gt_record()),
+        drop.json("gt_compilations/q.json", [gt_record(PLANNED), gt_record(fingerprint="e" * 64),
+                                             gt_record(compilation={"x": 1})]),
+        drop.write("d.json", b""),
+    ]
+
+
+def test_replaying_parts_equals_reading_again(tmp_path):
+    drop = Drop(tmp_path / "drop")
+    files = _mixed_files(drop)
+    parts, written = sync_parts(tmp_path / "parts", files, CTX)
+    assert len(written) == len(files)
+    direct = ingest(files, CTX)
+    replayed = ingest(files, CTX, parts)
+    assert replayed == direct
+    assert direct.judgments and direct.rejects and direct.gt_compilations and direct.duplicates
+    reasons = " ".join(r["reason"] for r in direct.rejects)
+    for words in ("conflicts with", "not JSON", "must be a JSON object", "unknown case",
+                  "duplicate of", "empty"):
+        assert words in reasons, words
+
+    again, written = sync_parts(tmp_path / "parts", files, CTX)
+    assert again == parts and written == []  # nothing read again
+    fewer, written = sync_parts(tmp_path / "parts", files[:2], CTX)
+    assert written == [] and sorted(p.name for p in (tmp_path / "parts").iterdir()) == sorted(
+        p.name for p in fewer.values())  # parts of versions no longer listed are removed
+
+    other = dataclasses.replace(CTX, systems=CTX.systems - {STORY})
+    assert context_fingerprint(other) != context_fingerprint(CTX)
+    changed, written = sync_parts(tmp_path / "parts", files, other)
+    assert len(written) == len(files)  # another context: every record checked again
+    assert ingest(files, other, changed) == ingest(files, other)
+    assert any("unknown system" in r["reason"] for r in ingest(files, other, changed).rejects)
+
+
+def test_the_asset_reads_each_version_once(demo_warehouse, tmp_path):
+    home = tmp_path / "home"
+    shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
+    settings = type(demo_warehouse).from_env({**demo_warehouse.as_env(),
+                                              "BENCHLAKE_HOME": str(home)})
+    select = "key:raw/rvp_judgment_files"
+    assert materialize(settings, select).success
+    parts = {p.name: p.stat().st_mtime_ns for p in settings.judgment_parts_dir.iterdir()}
+    tables = {p.name: p.read_bytes() for p in (home / "tables" / "raw").glob("rvp_*.parquet")}
+    assert parts
+    assert materialize(settings, select).success
+    assert {p.name: p.stat().st_mtime_ns for p in settings.judgment_parts_dir.iterdir()} == parts
+    assert {p.name: p.read_bytes()
+            for p in (home / "tables" / "raw").glob("rvp_*.parquet")} == tables
