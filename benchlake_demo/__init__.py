@@ -10,7 +10,7 @@ from pathlib import Path
 from dagster_project.settings import Settings
 
 # Bump when the generator's output changes: an older demo folder is then rebuilt.
-DEMO_VERSION = "3"
+DEMO_VERSION = "4"
 
 
 def _build_once(target: Path, build: Callable[[Path], Path]) -> Path:

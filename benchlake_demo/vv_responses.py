@@ -8,19 +8,28 @@ tags (the card's format rule allows it, the exact layout does not), letters beyo
 majority vote). Run `base-rl` is written as JSONL with `uid`; run `sft-rl` as Parquet with
 `data_source` + `row_index`. Accuracy climbs with the step, so the best checkpoint is not the last
 one for every run.
+
+Run `verl-grpo` is what verl itself writes with `trainer.validation_data_dir`:
+`verl-grpo/<step>.jsonl` for steps 50 and 100, `val_kwargs.n = 4`, the val files given in the
+order PerceptionComp, Video-MME, Video-Holmes (benchlake infers it), `input` as Qwen2.5-VL's chat
+template decodes with `skip_special_tokens=True`, and a reward function's extras (`acc`,
+`format`, `pred`, `reward`) that reads only a capital letter inside `\boxed{}`, so verl and
+benchlake disagree where it matters.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from benchlake_demo.video_val import QUESTIONS
+from benchlake_demo.video_val import QUESTIONS, user_content
 from dagster_project.tables import atomic_write_bytes, write_table
+from dagster_project.video_val.schema import SYSTEM_PROMPT
 
 RUNS = {
     # run_id: {step: probability of answering correctly}
@@ -89,6 +98,47 @@ def demo_records() -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+VERL_RUN = "verl-grpo"
+VERL_STEPS = {50: 0.45, 100: 0.6}
+VERL_N = 4
+VERL_ORDER = ("perceptioncomp_test", "videomme_v1_test", "video_holmes_test")
+
+
+def verl_input(question: str, options: tuple[str, ...]) -> str:
+    """The prompt as verl dumps it: Qwen2.5-VL's chat template decoded with
+    skip_special_tokens=True (the vision tokens that replaced `<video>` are gone)."""
+    user = user_content(question, options).replace("<video>", "")
+    return f"system\n{SYSTEM_PROMPT}\nuser\n{user}\nassistant\n"
+
+
+def verl_reward(output: str, truth: str) -> dict[str, Any]:
+    """A typical verl reward function's result: a capital letter in the last \\boxed{}."""
+    boxes = re.findall(r"\\boxed\{([A-Z])\}", output)
+    pred = boxes[-1] if boxes else ""
+    acc = float(pred == truth)
+    fmt = float(re.fullmatch(r"(?s)<think>.+</think>\s*<answer>.+</answer>", output) is not None)
+    score = 0.8 * acc + 0.2 * fmt
+    return {"score": score, "acc": acc, "format": fmt, "pred": pred, "reward": score}
+
+
+def verl_dump_lines(step: int, p_correct: float) -> list[dict[str, Any]]:
+    """One validation pass of run `verl-grpo` as verl writes `<step>.jsonl`."""
+    lines = []
+    for source in VERL_ORDER:
+        for row_index, q in enumerate(QUESTIONS[source]):
+            for sample in range(VERL_N):
+                rng = random.Random(f"{VERL_RUN}/{step}/{source}/{row_index}/{sample}")
+                letters = _letters(len(q.options))
+                letter = q.answer if rng.random() < p_correct else rng.choice(
+                    [x for x in letters if x != q.answer])
+                output = _response(rng, letter)
+                reward = verl_reward(output, q.answer)
+                lines.append({"input": verl_input(q.question, q.options), "output": output,
+                              "gts": q.answer, "score": reward.pop("score"), "step": step,
+                              **reward})
+    return lines
+
+
 def build_responses_demo(dest: Path) -> Path:
     dest.mkdir(parents=True)
     runs = demo_records()
@@ -99,4 +149,10 @@ def build_responses_demo(dest: Path) -> Path:
                         ("data_source", pa.string()), ("row_index", pa.int64()),
                         ("sample_idx", pa.int64()), ("response", pa.string())])
     write_table(pa.Table.from_pylist(runs["sft-rl"], schema=schema), dest / "sft-rl.parquet")
+    (dest / VERL_RUN).mkdir()
+    for step, p_correct in VERL_STEPS.items():
+        # verl's own writer: json.dumps(entry, ensure_ascii=False), keys in its order
+        dump = "".join(json.dumps(line, ensure_ascii=False) + "\n"
+                       for line in verl_dump_lines(step, p_correct))
+        atomic_write_bytes(dest / VERL_RUN / f"{step}.jsonl", dump.encode())
     return dest

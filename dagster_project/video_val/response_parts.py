@@ -15,9 +15,9 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
@@ -27,12 +27,20 @@ import pyarrow.parquet as pq
 from dagster_project.tables import streaming_parquet, table_path, write_table
 from dagster_project.video_val.responses import (
     BATCH_ROWS,
+    DUMP_PART_KEY,
     RESPONSE_REJECTS_SCHEMA,
     RESPONSES_SCHEMA,
     ResponseFile,
+    is_verl_dump,
     write_response_part,
 )
 from dagster_project.video_val.scoring import SCORED_SCHEMA, score_frame
+from dagster_project.video_val.verl_dumps import DumpQuestion, dump_questions
+from dagster_project.video_val.verl_metrics import (
+    METRICS_VERSION,
+    VERL_METRICS_SCHEMA,
+    dump_metrics,
+)
 
 SCHEMA_PART = "_schema"
 # Below this many bytes to parse, or responses to score, one process: starting a second (spawned,
@@ -40,6 +48,8 @@ SCHEMA_PART = "_schema"
 POOL_MIN_BYTES = 64 * 1024 * 1024
 POOL_MIN_ROWS = 200_000
 QUESTIONS_KEY = b"benchlake.questions_fingerprint"
+SCORED_INPUT = ["run_id", "step", "uid", "sample_idx", "response", "source_file", "file_version",
+                "line"]
 SCORED_TABLES = {"vv_responses": RESPONSES_SCHEMA, "vv_response_rejects": RESPONSE_REJECTS_SCHEMA}
 
 
@@ -71,14 +81,15 @@ def _remove_stale(home: Path, name: str, wanted: set[str], result: PartsResult) 
             result.removed.append(stem)
 
 
-def _parse_job(job: tuple[ResponseFile, Path, Path]) -> int:
-    f, rows_path, rejects_path = job
-    return write_response_part(f, rows_path, rejects_path)["rows"]
+def _parse_job(job: tuple[ResponseFile, Path, Path, dict | None]) -> int:
+    f, rows_path, rejects_path, by_source = job
+    return write_response_part(f, rows_path, rejects_path, by_source)["rows"]
 
 
-def sync_parts(home: Path, files: Sequence[ResponseFile]) -> PartsResult:
+def sync_parts(home: Path, files: Sequence[ResponseFile],
+               by_source: dict[str, list[DumpQuestion]] | None = None) -> PartsResult:
     """Parse the versions that have no part yet (see the module notes), two files at a time
-    from `POOL_MIN_BYTES` on."""
+    from `POOL_MIN_BYTES` on. `by_source`: the questions verl dumps are resolved against."""
     result = PartsResult()
     for name, schema in SCORED_TABLES.items():
         _ensure_schema_part(home, name, schema)
@@ -87,7 +98,8 @@ def sync_parts(home: Path, files: Sequence[ResponseFile]) -> PartsResult:
         _remove_stale(home, name, wanted, result)
     have = set(_parts(home, "vv_responses")) & set(_parts(home, "vv_response_rejects"))
     jobs = [(f, table_path(home, "vv_responses", f.part),
-             table_path(home, "vv_response_rejects", f.part))
+             table_path(home, "vv_response_rejects", f.part),
+             by_source if f.dump_questions is not None else None)
             for f in files if f.part not in have]
     result.kept = len(files) - len(jobs)
     size = sum(job[0].path.stat().st_size for job in jobs)
@@ -100,6 +112,24 @@ def sync_parts(home: Path, files: Sequence[ResponseFile]) -> PartsResult:
     result.written = [job[0].part for job in jobs]
     result.rows_written = sum(counts)
     return result
+
+
+DUMP_QUESTION_COLUMNS = ["uid", "data_source", "row_index", "user_prompt", "ground_truth"]
+
+
+def mark_dumps(files: Sequence[ResponseFile], questions: Callable[[], pl.DataFrame]
+               ) -> tuple[list[ResponseFile], dict[str, list[DumpQuestion]] | None]:
+    """`files` with each verl dump marked by the fingerprint of the questions its rows are
+    resolved against, and those questions by data source (`verl_dumps.dump_questions`); the
+    questions (`DUMP_QUESTION_COLUMNS`) are read only when a dump is there."""
+    dumps = [is_verl_dump(f) for f in files]
+    if not any(dumps):
+        return list(files), None
+    table = questions().select(DUMP_QUESTION_COLUMNS)
+    key = questions_fingerprint(table)[:16]
+    marked = [replace(f, dump_questions=key) if dump else f
+              for f, dump in zip(files, dumps, strict=True)]
+    return marked, dump_questions(table)
 
 
 def questions_fingerprint(questions: pl.DataFrame) -> str:
@@ -132,8 +162,7 @@ def _score_job(job: tuple[Path, Path, bytes]) -> int:
     rows = 0
     with streaming_parquet(out, schema.with_metadata({QUESTIONS_KEY: fingerprint})) as w:
         for batch in pq.ParquetFile(source).iter_batches(
-                batch_size=BATCH_ROWS, columns=[c for c in RESPONSES_SCHEMA.names
-                                                if c != "response_digest"]):
+                batch_size=BATCH_ROWS, columns=SCORED_INPUT):
             frame = pl.from_arrow(batch).join(_QUESTIONS, on="uid", how="inner",
                                               maintain_order="left")
             if frame.height:
@@ -171,4 +200,55 @@ def score_parts(home: Path, questions: pl.DataFrame) -> PartsResult:
         counts = [_score_job(job) for job in jobs]
     result.written = [job[1].stem for job in jobs]
     result.rows_written = sum(counts)
+    return result
+
+
+METRICS_KEY = b"benchlake.verl_metrics_inputs"
+
+
+@dataclass(frozen=True)
+class DefaultPolicy:
+    """What benchlake's own verl metrics are scored under (vv_scoring_policies' default row)."""
+
+    format_rule: str  # `card` or `exact`: the scored column format_<rule>
+    accuracy_weight: float
+    format_weight: float
+
+
+def verl_metric_parts(home: Path, policy: DefaultPolicy) -> PartsResult:
+    """`raw/vv_verl_metrics/<part>`: verl's validation metrics (`verl_metrics.dump_metrics`) of
+    every response part read from a verl dump, computed once per content of its scored part and
+    `policy` (both recorded in the part's Parquet metadata)."""
+    result = PartsResult()
+    _ensure_schema_part(home, "vv_verl_metrics", VERL_METRICS_SCHEMA)
+    dumps = {stem: path for stem, path in _parts(home, "vv_responses").items()
+             if DUMP_PART_KEY in (pq.read_schema(path).metadata or {})}
+    scored = _parts(home, "vv_scored_responses")
+    _remove_stale(home, "vv_verl_metrics", set(dumps) & set(scored), result)
+    have = _parts(home, "vv_verl_metrics")
+    for stem, source in dumps.items():
+        if stem not in scored:
+            continue
+        key = "\0".join([METRICS_VERSION, repr(policy),
+                         (_scored_fingerprint(scored[stem]) or b"").decode()]).encode()
+        if stem in have and (pq.read_schema(have[stem]).metadata or {}).get(METRICS_KEY) == key:
+            result.kept += 1
+            continue
+        responses = pl.read_parquet(source, columns=["run_id", "step", "line", "verl_extras",
+                                                     "source_file", "file_version"])
+        rows = responses.join(
+            pl.read_parquet(scored[stem], columns=["line", "uid", "data_source", "extracted",
+                                                   "correct", f"format_{policy.format_rule}"]),
+            on="line", how="inner", maintain_order="left").rename(
+            {f"format_{policy.format_rule}": "format_ok"})
+        metrics = dump_metrics(rows.to_dict(as_series=False),
+                               (policy.accuracy_weight, policy.format_weight))
+        where = {k: rows[k][0] for k in ("run_id", "step", "source_file", "file_version")
+                 } if rows.height else {}
+        table = pa.Table.from_pylist([{**m, **where} for m in metrics],
+                                     schema=VERL_METRICS_SCHEMA)
+        write_table(table.replace_schema_metadata({METRICS_KEY: key}),
+                    table_path(home, "vv_verl_metrics", stem))
+        result.written.append(stem)
+        result.rows_written += table.num_rows
     return result

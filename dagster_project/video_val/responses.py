@@ -3,7 +3,9 @@ version at a time.
 
 A response record is `run_id, step, uid` (or `data_source` + `row_index` instead of `uid`),
 `sample_idx` (default 0) and `response`; `step` is an integer or a checkpoint name such as
-`global_step_80`. Each archived file version is parsed once, streamed, into its own part:
+`global_step_80`. verl validation dumps (`<run_id>/<global_step>.jsonl`, see `verl_dumps`) are
+read too, each row resolved to its question by position. Each archived file version is parsed
+once, streamed, into its own part:
 `raw/vv_responses/<part>.parquet` (the well-formed records, in file order) and
 `raw/vv_response_rejects/<part>.parquet` (the malformed ones, with line and reason). A part is
 named by the version (file name, version number, content hash) and `PARSER_VERSION`, so a version
@@ -28,11 +30,14 @@ import pyarrow as pa
 
 from dagster_project.dropfolder import read_records
 from dagster_project.tables import streaming_parquet
+from dagster_project.video_val import verl_dumps
 
 # A long chain of thought is tens of KB: a record over 4 MB is a runaway, refused alone.
 MAX_RECORD_BYTES = 4 * 1024 * 1024
 # Bump when a rule of `record_problems` changes: every part is then parsed again.
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
+# In the Parquet metadata of a part read from a verl dump (vv_verl_metrics are made of these)
+DUMP_PART_KEY = b"benchlake.verl_dump"
 # Rows per Parquet row group, and the most rows a parse holds at once.
 BATCH_ROWS = 20_000
 
@@ -43,12 +48,16 @@ class ResponseFile:
     version: int
     sha256: str
     path: Path  # where the bytes are (the archive copy)
+    # a verl dump: its rows are resolved against the questions, whose fingerprint this is
+    dump_questions: str | None = None
 
     @property
     def part(self) -> str:
         """The part name of this version: its readable file name and a digest of everything
         that determines the part's content."""
         key = f"{PARSER_VERSION}\0{self.source_file}\0{self.version}\0{self.sha256}"
+        if self.dump_questions is not None:
+            key += f"\0verl\0{self.dump_questions}"
         stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.source_file)[-80:]
         return f"{stem}.v{self.version}.{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
@@ -91,10 +100,23 @@ def record_problems(obj: Any) -> tuple[dict[str, Any] | None, str | None]:
             "response": response, "response_digest": response_digest(response)}, None
 
 
+def _read(f: ResponseFile):
+    return read_records(f.path, f.source_file, accept=(".jsonl", ".parquet"),
+                        max_record_bytes=MAX_RECORD_BYTES)
+
+
+def is_verl_dump(f: ResponseFile) -> bool:
+    """Whether the version is a verl validation dump: a `.jsonl` whose first record has verl's
+    keys (`input`, `output`; no `response`)."""
+    if not f.source_file.lower().endswith(".jsonl"):
+        return False
+    first = next((rec for rec in _read(f) if rec.problem is None), None)
+    return first is not None and verl_dumps.is_dump_record(first.value)
+
+
 def _records(f: ResponseFile) -> Iterator[tuple[int | None, dict | None, str | None, str | None]]:
     """(line, row, problem, raw) for every record of the version."""
-    for rec in read_records(f.path, f.source_file, accept=(".jsonl", ".parquet"),
-                            max_record_bytes=MAX_RECORD_BYTES):
+    for rec in _read(f):
         if rec.problem is not None:
             yield rec.line, None, rec.problem, rec.raw
             continue
@@ -102,15 +124,51 @@ def _records(f: ResponseFile) -> Iterator[tuple[int | None, dict | None, str | N
         yield rec.line, row, problem, (rec.raw if problem else None)
 
 
-def write_response_part(f: ResponseFile, rows_path: Path, rejects_path: Path) -> dict[str, int]:
-    """Parse one file version into its two parts, `BATCH_ROWS` rows at a time; the counts."""
+def _dump_records(f: ResponseFile, by_source: dict[str, list[verl_dumps.DumpQuestion]]
+                  ) -> Iterator[tuple[int | None, dict | None, str | None, str | None]]:
+    """(line, row, problem, raw) for every line of a verl dump: read once to resolve the rows
+    to questions (see `verl_dumps`), once more to write them."""
+    location = verl_dumps.dump_location(f.source_file)
+    if location is None:
+        problem = ("a verl validation dump must be RESPONSES_DIR/<run_id>/<global_step>.jsonl "
+                   "(the run is its folder, the step its file name)")
+        for rec in _read(f):
+            yield rec.line, None, rec.problem or problem, rec.raw
+        return
+    run_id, step = location
+    scan = verl_dumps.scan(_read(f), step)
+    resolutions, _, _ = verl_dumps.resolve(scan.rows, scan.inputs, by_source)
+    resolved = {row.line: r for row, r in zip(scan.rows, resolutions, strict=True)}
+    del scan
+    for rec in _read(f):
+        found = resolved.get(rec.line) if rec.line is not None else None
+        if found is None or isinstance(found, str):
+            problem = rec.problem or found or verl_dumps.record_problem(rec.value, step)
+            yield rec.line, None, problem, rec.raw
+            continue
+        uid, sample = found
+        output = rec.value["output"]
+        yield rec.line, {"run_id": run_id, "step": step, "uid": uid, "sample_idx": sample,
+                         "response": output, "response_digest": response_digest(output),
+                         "verl_score": verl_dumps.score_value(rec.value),
+                         "verl_extras": verl_dumps.extras(rec.value)}, None, None
+
+
+def write_response_part(f: ResponseFile, rows_path: Path, rejects_path: Path,
+                        by_source: dict[str, list[verl_dumps.DumpQuestion]] | None = None
+                        ) -> dict[str, int]:
+    """Parse one file version into its two parts, `BATCH_ROWS` rows at a time; the counts.
+    A verl dump (`f.dump_questions` set) is resolved against `by_source`."""
     where = {"source_file": f.source_file, "file_version": f.version}
     counts = {"rows": 0, "rejects": 0}
-    with streaming_parquet(rows_path, RESPONSES_SCHEMA) as rows_out, \
+    schema = RESPONSES_SCHEMA if f.dump_questions is None else RESPONSES_SCHEMA.with_metadata(
+        {DUMP_PART_KEY: f.source_file.encode()})
+    with streaming_parquet(rows_path, schema) as rows_out, \
             streaming_parquet(rejects_path, RESPONSE_REJECTS_SCHEMA) as rejects_out:
         rows: list[dict] = []
         rejects: list[dict] = []
-        for line, row, problem, raw in _records(f):
+        records = _records(f) if f.dump_questions is None else _dump_records(f, by_source or {})
+        for line, row, problem, raw in records:
             if row is not None:
                 rows.append({**row, **where, "line": line})
                 if len(rows) == BATCH_ROWS:
@@ -139,6 +197,8 @@ RESPONSES_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("step", pa.int64()), ("uid", pa.string()),
     ("sample_idx", pa.int64()), ("response", pa.string()), ("response_digest", pa.string()),
     ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int64()),
+    # verl dumps only: verl's own `score` and the reward's extra keys as JSON (acc, pred, ...)
+    ("verl_score", pa.float64()), ("verl_extras", pa.string()),
 ])
 # raw/vv_response_rejects: the malformed ones (and the problems of whole files)
 RESPONSE_REJECTS_SCHEMA = pa.schema([

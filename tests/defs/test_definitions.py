@@ -31,8 +31,9 @@ EXPECTED_DEPS = {
     "raw/vv_videos": {"raw/vv_questions"},
     "raw/vv_frame_plan": {"raw/vv_videos", "raw/vv_questions"},
     "raw/vv_frames": {"raw/vv_frame_plan", "raw/vv_questions"},
-    "raw/vv_responses": set(),
+    "raw/vv_responses": {"raw/vv_questions"},  # verl dumps are resolved against the questions
     "raw/vv_scored_responses": {"raw/vv_responses", "raw/vv_questions"},
+    "raw/vv_verl_metrics": {"raw/vv_scored_responses"},
 }
 EXPECTED_CHECKS = {
     ("raw/rvp_checksums", "rvp_checksums_verified", True),

@@ -13,6 +13,7 @@ import dagster as dg
 import pyarrow.parquet as pq
 import pytest
 
+from benchlake_demo.vv_responses import VERL_N, VERL_ORDER, VERL_RUN
 from dagster_project.defs.resources import BenchlakeSettings
 from dagster_project.runner import materialize
 from dagster_project.tables import table_path
@@ -42,6 +43,16 @@ def raw_responses(settings) -> list[dict]:
     for r in out:
         r.setdefault("uid", f"{r.get('data_source')}:{r.get('row_index')}")
         r.setdefault("sample_idx", 0)
+    # the verl run: rows in dataloader order (the demo's order of the files), n in a row
+    sources = [(ds, len(pq.read_table(Path(settings.video_val_source_or_demo()) / name)))
+               for name, ds in SOURCES.items()]
+    order = [f"{ds}:{i}" for ds in VERL_ORDER for name, n in sources if name == ds
+             for i in range(n)]
+    for dump in sorted((root / VERL_RUN).glob("*.jsonl")):
+        for i, line in enumerate(dump.read_text().splitlines()):
+            rec = json.loads(line)
+            out.append({"run_id": VERL_RUN, "step": int(dump.stem), "uid": order[i // VERL_N],
+                        "sample_idx": i % VERL_N, "response": rec["output"]})
     return out
 
 
@@ -144,20 +155,22 @@ def test_deltas_and_samples(demo_warehouse):
     assert d and all(r["delta_accuracy"] == pytest.approx(
         scores[(r["run_id"], r["step"])] - scores[("base-rl", r["step"])]) for r in d)
     k = rows(con, "SELECT * FROM vv_scores_at_k WHERE data_source = 'all' AND k > 1")
-    assert len(k) == 1 and k[0]["k"] == 4
-    s = rows(con, "SELECT * FROM vv_scored_responses WHERE run_id = ? AND step = ?",
-             [k[0]["run_id"], k[0]["step"]])
-    by_uid = defaultdict(list)
-    for r in s:
-        by_uid[r["uid"]].append(r)
-    maj = 0
-    for uid_rows in by_uid.values():
-        votes = Counter(r["extracted"] for r in uid_rows if r["extracted"])
-        if votes:
-            top = max(votes.values())
-            letter = min(x for x, n in votes.items() if n == top)
-            maj += letter == uid_rows[0]["ground_truth"]
-    assert k[0]["majority_accuracy"] == pytest.approx(maj / len(by_uid))
+    assert {(r["run_id"], r["step"], r["k"]) for r in k} == {
+        ("base-rl", 60, 4), ("verl-grpo", 50, 4), ("verl-grpo", 100, 4)}
+    for at_k in k:
+        s = rows(con, "SELECT * FROM vv_scored_responses WHERE run_id = ? AND step = ? "
+                      "AND policy = 'card'", [at_k["run_id"], at_k["step"]])
+        by_uid = defaultdict(list)
+        for r in s:
+            by_uid[r["uid"]].append(r)
+        maj = 0
+        for uid_rows in by_uid.values():
+            votes = Counter(r["extracted"] for r in uid_rows if r["extracted"])
+            if votes:
+                top = max(votes.values())
+                letter = min(x for x, n in votes.items() if n == top)
+                maj += letter == uid_rows[0]["ground_truth"]
+        assert at_k["majority_accuracy"] == pytest.approx(maj / len(by_uid))
 
 
 @pytest.fixture

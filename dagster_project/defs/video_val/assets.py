@@ -43,11 +43,20 @@ from dagster_project.video_val.read import (
     remap_uri,
     video_roots,
 )
-from dagster_project.video_val.response_parts import PartsResult, score_parts, sync_parts
+from dagster_project.video_val.response_parts import (
+    DUMP_QUESTION_COLUMNS,
+    DefaultPolicy,
+    PartsResult,
+    mark_dumps,
+    score_parts,
+    sync_parts,
+    verl_metric_parts,
+)
 from dagster_project.video_val.responses import ResponseFile
 from dagster_project.video_val.schema import SOURCES
 from dagster_project.video_val.source import SOURCE_SCHEMA, acquire_val_source
 from dagster_project.video_val.videos import VIDEOS_SCHEMA, probe_row
+from dagster_project.warehouse.views import connect
 
 GROUP = "video_val"
 
@@ -232,13 +241,15 @@ def _parts_result(benchlake: BenchlakeSettings, name: str,
 
 @dg.multi_asset(
     group_name=GROUP,
-    specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"}) for name in RESPONSE_TABLES],
+    specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"}, deps=[vv_questions])
+           for name in RESPONSE_TABLES],
 )
 def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Every version of every file in RESPONSES_DIR, parsed once into its own part: the
     well-formed records (run_id, step, uid, sample_idx, response, file, version, line) and the
-    malformed ones with their reasons. Unknown uids, duplicates and conflicts are decided by the
-    views over all parts (`vv_responses`, `vv_response_rejects`)."""
+    malformed ones with their reasons. verl validation dumps are resolved to questions by
+    position (hence the dependency on vv_questions). Unknown uids, duplicates and conflicts are
+    decided by the views over all parts (`vv_responses`, `vv_response_rejects`)."""
     s = benchlake.settings()
     if s.uses_demo_responses():
         _demo().ensure_responses_demo(s)
@@ -250,7 +261,9 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
                              rows_to_table(versions, VERSIONS_SCHEMA))
     files = [ResponseFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
              for v in versions_of(versions, root)]
-    result = sync_parts(s.home, files)
+    files, by_source = mark_dumps(files, lambda: pl.from_arrow(
+        benchlake.read("vv_questions", DUMP_QUESTION_COLUMNS)))
+    result = sync_parts(s.home, files, by_source)
     context.log.info(f"{len(result.written)} file versions parsed, {result.kept} already "
                      f"parsed, {len(result.removed)} parts removed")
     for name in RESPONSE_TABLES[1:]:
@@ -271,3 +284,20 @@ def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeS
     context.log.info(f"{len(result.written)} parts scored ({result.rows_written} responses), "
                      f"{result.kept} already scored")
     return _parts_result(benchlake, "vv_scored_responses", result)
+
+
+@dg.asset(key=raw_key("vv_verl_metrics"), group_name=GROUP, kinds={"parquet"},
+          deps=[raw_key("vv_scored_responses")])
+def vv_verl_metrics(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
+    """verl's validation metrics (as verl 0.9.1's process_validation_metrics computes them) of
+    every verl dump in RESPONSES_DIR, once per dump: for the variables verl recorded (`acc`,
+    `reward`, ...) under the names and wandb keys verl logs, and for benchlake's own
+    `benchlake_correct` / `benchlake_composite` under the default scoring policy."""
+    con, _ = connect(benchlake.settings().home, only={"vv_scoring_policies"})
+    with con:
+        policy = DefaultPolicy(*con.execute(
+            "SELECT format_rule, accuracy_weight, format_weight FROM vv_scoring_policies "
+            "WHERE is_default").fetchone())
+    result = verl_metric_parts(benchlake.settings().home, policy)
+    context.log.info(f"{len(result.written)} dumps' metrics computed, {result.kept} kept")
+    return _parts_result(benchlake, "vv_verl_metrics", result)
