@@ -304,7 +304,7 @@ def _clone_cases(demo_root: Path, demo_cands: Path, snapshot: Path, cands: Path,
     originals = sorted((demo_root / "cases").iterdir())
     for k in range(n):
         src = originals[k % len(originals)]
-        case_id = src.name.rsplit("-", 1)[0] + f"-{100 + k // len(originals):03d}"
+        case_id = src.name.rsplit("-", 1)[0] + f"-{100 + k:03d}"  # unique per clone
         dest = snapshot / "cases" / case_id
         shutil.copytree(src, dest)
         task = json.loads((dest / "task.json").read_text())
@@ -343,7 +343,8 @@ def bench_rynn_vp(args: argparse.Namespace, work: Path) -> list[tuple]:
     print(rows[-1], flush=True)
     before = _stamps(home)
     wall, rss, _ = run_step(["rynn_vp-again", RYNN_VP], env)
-    redone = sum(_stamps(home).get(p) != t for p, t in before.items())
+    after = _stamps(home)
+    redone = sum(after.get(p) != t for p, t in before.items())
     rows.append(("Rynn-VP again, nothing changed", wall, rss,
                  f"{wall / first:.0%} of the first run; {redone} evidence images rewritten"))
     print(rows[-1], flush=True)

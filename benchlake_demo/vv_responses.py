@@ -15,6 +15,11 @@ order PerceptionComp, Video-MME, Video-Holmes (benchlake infers it), `input` as 
 template decodes with `skip_special_tokens=True`, and a reward function's extras (`acc`,
 `format`, `pred`, `reward`) that reads only a capital letter inside `\boxed{}`, so verl and
 benchlake disagree where it matters.
+
+Model `Qwen__Qwen2.5-VL-7B-Instruct` is an lmms-eval 0.7 `--log_samples` file of task `videomme`
+(`<model>/<date>_samples_videomme.jsonl`), documents in the shuffled order of a multi-GPU run,
+with its prompt, `resps` beside `filtered_resps` where the reasoning was stripped, and the
+`videomme_perception_score` dict scored by lmms-eval's own extractor.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from benchlake_demo.video_val import QUESTIONS, user_content
+from benchlake_demo.video_val import _VIDEO_BY_KEY, MME, QUESTIONS, user_content
 from dagster_project.tables import atomic_write_bytes, write_table
+from dagster_project.video_val.answer_extraction import extract_mcq_answer
 from dagster_project.video_val.schema import SYSTEM_PROMPT
 
 RUNS = {
@@ -139,6 +145,48 @@ def verl_dump_lines(step: int, p_correct: float) -> list[dict[str, Any]]:
     return lines
 
 
+LMMS_MODEL = "Qwen__Qwen2.5-VL-7B-Instruct"
+LMMS_FILE = f"{LMMS_MODEL}/20261201_120000_samples_videomme.jsonl"
+LMMS_OPTION_PROMPT = ("Select the best answer to the following multiple-choice question based on "
+                      "the video and the subtitles. Respond with only the letter (A, B, C, or D) "
+                      "of the correct option.")
+LMMS_POST_PROMPT = "The best answer is:"
+
+
+def lmms_eval_samples() -> list[dict[str, Any]]:
+    """What lmms-eval 0.7 logs for Video-MME (`videomme_doc_to_text`, `videomme_process_results`,
+    `EvaluationTracker.save_results_samples`), in the order of a two-GPU run."""
+    out = []
+    for doc_id, q in enumerate(QUESTIONS[MME]):
+        rng = random.Random(f"{LMMS_MODEL}/{doc_id}")
+        letter = q.answer if rng.random() < 0.6 else rng.choice(
+            [x for x in _letters(len(q.options)) if x != q.answer])
+        options = "\n".join(f"{chr(ord('A') + i)}. {t}" for i, t in enumerate(q.options))
+        raw = rng.choice([letter, f"<think>The key moment is near the end.</think>{letter}",
+                          f"The answer is {letter}."])
+        filtered = raw.split("</think>")[-1]
+        pred = extract_mcq_answer(filtered, ["A", "B", "C", "D"])
+        meta = dict(q.meta)
+        sample: dict[str, Any] = {
+            "doc_id": doc_id, "target": q.answer, "filtered_resps": [filtered],
+            "resps": [[raw]], "token_counts": [None],
+            "doc_hash": f"{rng.getrandbits(64):016x}",
+            "videomme_perception_score": {
+                "question_id": f"{doc_id + 1:03d}-1", "duration": meta["question_type"],
+                "category": meta["category"], "sub_category": meta["subject"],
+                "task_category": meta["task"], "pred_answer": pred, "answer": q.answer,
+                "score": 1.0 if pred.lower() == q.answer.lower() else 0.0,
+                "videoID": Path(_VIDEO_BY_KEY[q.video].rel_path).stem},
+            "input": f"{LMMS_OPTION_PROMPT}\n{q.question}\n{options}\n{LMMS_POST_PROMPT}",
+        }
+        # save_results_samples: one request per doc is flattened; equal resps are dropped
+        sample["resps"], sample["filtered_resps"] = raw, filtered
+        if sample["resps"] == sample["filtered_resps"]:
+            sample.pop("resps")
+        out.append(sample)
+    return out[0::2] + out[1::2]  # rank 0's documents, then rank 1's
+
+
 def build_responses_demo(dest: Path) -> Path:
     dest.mkdir(parents=True)
     runs = demo_records()
@@ -155,4 +203,7 @@ def build_responses_demo(dest: Path) -> Path:
         dump = "".join(json.dumps(line, ensure_ascii=False) + "\n"
                        for line in verl_dump_lines(step, p_correct))
         atomic_write_bytes(dest / VERL_RUN / f"{step}.jsonl", dump.encode())
+    (dest / LMMS_MODEL).mkdir()
+    log = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in lmms_eval_samples())
+    atomic_write_bytes(dest / LMMS_FILE, log.encode())
     return dest

@@ -8,6 +8,7 @@ timestamp range, then decodes only the first frame and the last GOP to prove bot
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -21,6 +22,8 @@ import av.logging
 from av.container import InputContainer
 from av.packet import Packet
 from av.video.stream import VideoStream
+
+from dagster_project.filecache import remembered
 
 # Errors PyAV/FFmpeg raise for unreadable or corrupt input (FFmpegError subclasses OSError in
 # some PyAV versions, so list both). ValueError covers odd timestamp/codec edge cases.
@@ -127,6 +130,17 @@ def _seconds(ts: int | None, time_base: Fraction | None) -> float | None:
     if ts is None or time_base is None:
         return None
     return float(ts * time_base)
+
+
+# Bump when probe_video's result for the same bytes changes: cached probes are then redone.
+PROBE_VERSION = "1"
+
+
+def probe_video_cached(path: str | Path, cache_dir: Path | None) -> VideoProbe:
+    """`probe_video`, remembered per file identity under `cache_dir/probes/` (`filecache`): a
+    file that did not change is not read again."""
+    return remembered(Path(path), cache_dir, "probes", PROBE_VERSION, probe_video,
+                      dataclasses.asdict, lambda d: VideoProbe(**d))
 
 
 def probe_video(path: str | Path) -> VideoProbe:

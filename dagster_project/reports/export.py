@@ -46,7 +46,7 @@ RVP_REPORT_VIEWS = (
 VV_REPORT_VIEWS = (
     "vv_scores", "vv_breakdowns", "vv_coverage", "vv_best_checkpoints", "vv_run_deltas",
     "vv_scores_at_k", "vv_rejects", "vv_response_rejects", "vv_scoring_policies",
-    "vv_policy_diff_scores",
+    "vv_policy_diff_scores", "vv_verl_metrics", "vv_tool_disagreements",
 )
 # Exported only where the warehouse defines it (it arrives with the profile-comparison work);
 # absent optional views are not listed as skipped.
@@ -87,6 +87,10 @@ CAPTIONS = {
     "vv_scoring_policies": "Val-suite scoring policies: format rule and composite weights",
     "vv_policy_diff_scores": "Val-suite scores under two scoring policies side by side, with "
                              "the deltas and the responses that flip",
+    "vv_verl_metrics": "verl 0.9.1's validation metrics of every verl dump (acc/mean@N, "
+                       "maj@n, best@n, ...) with the wandb key verl logs each under",
+    "vv_tool_disagreements": "Responses where verl's or lmms-eval's recorded verdict differs "
+                             "from benchlake's scoring of the same output",
     "rvp_profile_diff": "Rynn-VP score changes between two reporting profiles per system and case",
 }
 

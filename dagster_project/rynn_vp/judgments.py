@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dagster_project.rynn_vp.judgment_parts import GT_PREFIX, Checked, check, read_part
+from dagster_project.rynn_vp.judgment_parts import GT_PREFIX, Checked, check, read_parts
 from dagster_project.rynn_vp.judgment_records import (
     METRIC_COLUMNS,
     EvalContext,
@@ -136,6 +136,10 @@ class _Ingest:
         res.gt_compilations = sorted(
             (self.gt_row(a) for a in self.gts.values()),
             key=lambda r: (r["case_id"], r["fingerprint"], r["judge_run_id"]))
+        current: dict[str, set[str]] = defaultdict(set)  # case → judge runs of current GTs
+        for r in res.gt_compilations:
+            if r["is_current"]:
+                current[r["case_id"]].add(r["judge_run_id"])
         groups: dict[tuple[str, str, str], list[_Accepted]] = defaultdict(list)
         for acc in self.judgments.values():
             o = acc.record.obj
@@ -146,7 +150,7 @@ class _Ingest:
                 res.judgments.append(self.judgment_row(acc, acc is final))
                 res.hallucinations += _hallucination_rows(acc, acc is final, self.ctx)
                 res.stages += _stage_rows(acc.record.obj)
-            res.stages += self.gt_stage_rows(group, attempts)
+            res.stages += gt_stage_rows(group, attempts, current.get(group[1], set()))
         res.judgments.sort(key=lambda r: (r["system"], r["case_id"], r["judge_run_id"],
                                           r["attempt"]))
         res.hallucinations.sort(key=lambda r: (r["system"], r["case_id"], r["judge_run_id"],
@@ -191,22 +195,24 @@ class _Ingest:
             "has_explicit_plan": self.ctx.cases[o["case_id"]].has_explicit_plan,
         }
 
-    def gt_stage_rows(self, group: tuple[str, str, str],
-                      attempts: list[_Accepted]) -> list[dict[str, Any]]:
-        system, case_id, run = group
-        # A run that listed its gt_compilation stage itself has said what happened.
-        if any(s.get("stage") == "gt_compilation" for a in attempts
-               for s in a.record.obj.get("stages") or ()):
-            return []
-        current = [r for r in self.result.gt_compilations
-                   if r["case_id"] == case_id and r["is_current"]]
-        if any(r["judge_run_id"] == run for r in current):
-            attempt, kind, status = 1, "initial", "compiled"
-        elif current:
-            attempt, kind, status = None, "cached", "cached"
-        else:
-            attempt, kind, status = None, None, "missing"
-        return [_stage_row(system, case_id, run, "gt_compilation", attempt, kind, status)]
+
+
+def gt_stage_rows(group: tuple[str, str, str], attempts: list[_Accepted],
+                  current_runs: set[str]) -> list[dict[str, Any]]:
+    """The gt_compilation stage of an evaluation in a judge run: `current_runs` are the judge
+    runs with a current GT compilation of its case."""
+    system, case_id, run = group
+    # A run that listed its gt_compilation stage itself has said what happened.
+    if any(s.get("stage") == "gt_compilation" for a in attempts
+           for s in a.record.obj.get("stages") or ()):
+        return []
+    if run in current_runs:
+        attempt, kind, status = 1, "initial", "compiled"
+    elif current_runs:
+        attempt, kind, status = None, "cached", "cached"
+    else:
+        attempt, kind, status = None, None, "missing"
+    return [_stage_row(system, case_id, run, "gt_compilation", attempt, kind, status)]
 
 
 def _final_rank(acc: _Accepted) -> tuple[bool, int]:
@@ -252,19 +258,16 @@ def ingest(files: Sequence[SourceFile], ctx: EvalContext,
     With `parts` (`judgment_parts.sync_parts`), a file version is replayed from its part: read
     and checked before, against this same context."""
     state = _Ingest(ctx)
-    for sf in files:
-        if parts is not None and sf in parts:
-            for item in read_part(sf, parts[sf]):
-                if isinstance(item, dict):
-                    state.result.rejects.append(item)
-                else:
-                    state.take(*item)
-            continue
-        for item in _read(sf):
-            if isinstance(item, _Record):
-                state.take(item)
-            else:
-                state.result.rejects.append(item)
+    if parts is not None:
+        items = (item for _, item in read_parts([(sf, parts[sf]) for sf in files]))
+    else:
+        items = (item if isinstance(item, dict) else (item, None)
+                 for sf in files for item in _read(sf))
+    for item in items:
+        if isinstance(item, dict):
+            state.result.rejects.append(item)
+        else:
+            state.take(*item)
     return state.finish()
 
 

@@ -10,10 +10,12 @@ edited here: the task's values travel beside it as `variables`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,7 +78,8 @@ def _link_or_copy(src: Path, dest: Path) -> None:
     """Evidence files are immutable once written: a hard link costs nothing; copy otherwise."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     if dest.exists():
-        if dest.stat().st_size == src.stat().st_size and dest.read_bytes() == src.read_bytes():
+        if os.path.samefile(src, dest) or (dest.stat().st_size == src.stat().st_size
+                                           and dest.read_bytes() == src.read_bytes()):
             return
         dest.unlink()
     try:
@@ -95,20 +98,26 @@ def write_packet(
     evidence: list[dict[str, Any]],
     storyboards: list[dict[str, Any]],
     gt_reference: dict[str, Any],
+    sha256_of: Callable[[Path], str] | None = None,
+    link: Callable[[Path, Path], None] | None = None,
 ) -> dict[str, Any]:
     """Write `<folder>/<role>.json` and the evidence files it names under `<folder>/evidence/`.
 
     The packet's `fingerprint` is the SHA-256 of its canonical JSON without that field; evidence
-    files carry their own SHA-256, so the fingerprint covers their bytes too."""
+    files carry their own SHA-256, so the fingerprint covers their bytes too. `sha256_of`: the
+    digest of an evidence file, `link` what puts it into the folder (caches, when several
+    packets name the same files)."""
+    sha256_of = sha256_of or _file_sha256
+    link = link or _link_or_copy
     manifest = []
     for item in evidence:
         src = Path(item["image_path"])
         name = f"evidence/{item['evidence_id'].split('#', 1)[1]}{src.suffix}"
-        _link_or_copy(src, folder / name)
+        link(src, folder / name)
         manifest.append({
             "evidence_id": item["evidence_id"], "role": item["role"],
             "ordinal": item["ordinal"], "file": name,
-            "sha256": hashlib.sha256(src.read_bytes()).hexdigest(),
+            "sha256": sha256_of(src),
             "requested_s": item.get("requested_s"), "used_s": item.get("used_s"),
             "frame_index": item.get("frame_index"), "step_id": item.get("step_id"),
             "interval_ordinal": item.get("interval_ordinal"), "width": item["width"],
@@ -118,9 +127,9 @@ def write_packet(
     for b in storyboards:
         src = Path(b["image_path"])
         name = f"evidence/SB{b['storyboard_no']}{src.suffix}"
-        _link_or_copy(src, folder / name)
+        link(src, folder / name)
         boards.append({"evidence_id": f"{b['evaluation_id']}#SB{b['storyboard_no']}",
-                       "file": name, "sha256": hashlib.sha256(src.read_bytes()).hexdigest(),
+                       "file": name, "sha256": sha256_of(src),
                        "panels": f"P{b['first_panel']:02d}-P{b['last_panel']:02d}",
                        "panel_count": b["panel_count"]})
     packet = {
@@ -132,16 +141,28 @@ def write_packet(
     }
     packet["fingerprint"] = hashlib.sha256(_canonical(packet)).hexdigest()
     path = folder / f"{role}.json"
-    atomic_write_bytes(path, json.dumps(packet, indent=2, sort_keys=True,
-                                        ensure_ascii=False).encode() + b"\n")
+    data = json.dumps(packet, indent=2, sort_keys=True, ensure_ascii=False).encode() + b"\n"
+    if not (path.is_file() and path.read_bytes() == data):  # unchanged packets stay as they are
+        atomic_write_bytes(path, data)
     return {"role": role, "packet_path": str(path), "packet_fingerprint": packet["fingerprint"],
             "n_evidence": len(manifest) + len(boards)}
+
+
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _rows(con: Any, sql: str, params: list | None = None) -> list[dict[str, Any]]:
     cur = con.execute(sql, params or [])
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def _grouped(rows: list[dict[str, Any]], key: str) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(row[key], []).append(row)
+    return out
 
 
 # The raw tables a packet is built from (their assets are the packets' dependencies).
@@ -170,6 +191,24 @@ def build_packets(
     except Exception:  # noqa: BLE001 - no judgments ingested yet: nothing is cached
         pass
     evaluations = _rows(con, "SELECT * FROM raw.rvp_evaluations ORDER BY evaluation_id")
+    # Each table read once (not a query per case or evaluation: each would scan the table again).
+    # The S0 and anchors of a case are the same files for all its evaluations; the first
+    # evaluation's rows stand for them.
+    shared_of = _grouped(_rows(
+        con, "SELECT DISTINCT ON (case_id, role, ordinal) * FROM raw.rvp_evidence_frames "
+             "WHERE role IN ('S0', 'anchor') ORDER BY case_id, role, ordinal, evaluation_id"),
+        "case_id")
+    intervals_of = _grouped(_rows(
+        con, "SELECT case_id, ordinal, \"interval\", label FROM raw.rvp_intervals "
+             "ORDER BY case_id, ordinal"), "case_id")
+    evidence_of = _grouped(_rows(
+        con, "SELECT * FROM raw.rvp_evidence_frames ORDER BY evaluation_id, CASE role WHEN 'S0' "
+             "THEN 0 WHEN 'anchor' THEN 1 ELSE 2 END, ordinal"), "evaluation_id")
+    boards_of = _grouped(_rows(
+        con, "SELECT * FROM raw.rvp_storyboards ORDER BY evaluation_id, storyboard_no"),
+        "evaluation_id")
+    sha256_of = functools.cache(_file_sha256)
+    link = functools.cache(_link_or_copy)  # the five roles of an evaluation share one folder
     out: list[dict[str, Any]] = []
 
     def gt_ref(cid: str) -> dict[str, Any]:
@@ -188,27 +227,23 @@ def build_packets(
                              if (system is None or e["system"] == system)
                              and (case_id is None or e["case_id"] == case_id)})
     for cid in selected_cases:
-        shared = _rows(con, "SELECT DISTINCT ON (role, ordinal) * FROM raw.rvp_evidence_frames "
-                            "WHERE case_id = ? AND role IN ('S0', 'anchor') "
-                            "ORDER BY role, ordinal", [cid])
-        intervals = _rows(con, "SELECT ordinal, \"interval\", label FROM raw.rvp_intervals "
-                               "WHERE case_id = ? ORDER BY ordinal", [cid])
+        shared = shared_of.get(cid, [])
+        intervals = [{k: i[k] for k in ("ordinal", "interval", "label")}
+                     for i in intervals_of.get(cid, [])]
         header = {"case_id": cid, "system": None, "evaluation_id": None,
                   "gt_witness": {"planning": intervals, "anchors_from": "gt.mp4"}}
         gt_evidence = [{**e, "evidence_id": f"{cid}#{e['evidence_id'].split('#', 1)[1]}"}
                        for e in shared]
         row = write_packet(packets_dir / "_gt" / cid, role=GT_ROLE, prompts=prompts,
                            header=header, variables=variables(cid), evidence=gt_evidence,
-                           storyboards=[], gt_reference=gt_ref(cid))
+                           storyboards=[], gt_reference=gt_ref(cid), sha256_of=sha256_of,
+                           link=link)
         out.append({"system": None, "case_id": cid, "evaluation_id": None, **row})
     for ev in evaluations:
         if (system and ev["system"] != system) or (case_id and ev["case_id"] != case_id):
             continue
-        evidence = _rows(con, "SELECT * FROM raw.rvp_evidence_frames WHERE evaluation_id = ? "
-                              "ORDER BY CASE role WHEN 'S0' THEN 0 WHEN 'anchor' THEN 1 "
-                              "ELSE 2 END, ordinal", [ev["evaluation_id"]])
-        boards = _rows(con, "SELECT * FROM raw.rvp_storyboards WHERE evaluation_id = ? "
-                            "ORDER BY storyboard_no", [ev["evaluation_id"]])
+        evidence = evidence_of.get(ev["evaluation_id"], [])
+        boards = boards_of.get(ev["evaluation_id"], [])
         header = {"case_id": ev["case_id"], "system": ev["system"],
                   "evaluation_id": ev["evaluation_id"],
                   "evaluation": {k: ev[k] for k in ("modality", "n_source_frames", "n_panels",
@@ -220,7 +255,8 @@ def build_packets(
         for role in CANDIDATE_ROLES:
             row = write_packet(folder, role=role, prompts=prompts, header=header,
                                variables=variables(ev["case_id"]), evidence=evidence,
-                               storyboards=boards, gt_reference=gt_ref(ev["case_id"]))
+                               storyboards=boards, gt_reference=gt_ref(ev["case_id"]),
+                               sha256_of=sha256_of, link=link)
             out.append({"system": ev["system"], "case_id": ev["case_id"],
                         "evaluation_id": ev["evaluation_id"], **row})
     for row in out:

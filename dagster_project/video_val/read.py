@@ -174,6 +174,13 @@ def _option_runs(parsed: list[tuple[str, str, str] | None]) -> list[tuple[int, i
     return runs
 
 
+def option_blocks(text: str) -> list[tuple[tuple[str, str], ...]]:
+    """Every run of option lines (`A. ..`, `B. ..`, ...) in `text`, as (letter, text) pairs."""
+    parsed = [_option(line) for line in text.replace("\r\n", "\n").split("\n")]
+    return [tuple((o[0], o[2]) for o in parsed[a:b] if o is not None)
+            for a, b in _option_runs(parsed)]
+
+
 def parse_user_message(content: str) -> ParsedQuestion:
     """Split `<video>\\n<question>\\n<A. ..>\\n<B. ..>...\\n<instructions>` into its parts.
 

@@ -31,11 +31,10 @@ from dagster_project.video_val.responses import (
     RESPONSE_REJECTS_SCHEMA,
     RESPONSES_SCHEMA,
     ResponseFile,
-    is_verl_dump,
+    tool_of,
     write_response_part,
 )
 from dagster_project.video_val.scoring import SCORED_SCHEMA, score_frame
-from dagster_project.video_val.verl_dumps import DumpQuestion, dump_questions
 from dagster_project.video_val.verl_metrics import (
     METRICS_VERSION,
     VERL_METRICS_SCHEMA,
@@ -81,15 +80,15 @@ def _remove_stale(home: Path, name: str, wanted: set[str], result: PartsResult) 
             result.removed.append(stem)
 
 
-def _parse_job(job: tuple[ResponseFile, Path, Path, dict | None]) -> int:
-    f, rows_path, rejects_path, by_source = job
-    return write_response_part(f, rows_path, rejects_path, by_source)["rows"]
+def _parse_job(job: tuple[ResponseFile, Path, Path, pl.DataFrame | None]) -> int:
+    f, rows_path, rejects_path, questions = job
+    return write_response_part(f, rows_path, rejects_path, questions)["rows"]
 
 
 def sync_parts(home: Path, files: Sequence[ResponseFile],
-               by_source: dict[str, list[DumpQuestion]] | None = None) -> PartsResult:
+               questions: pl.DataFrame | None = None) -> PartsResult:
     """Parse the versions that have no part yet (see the module notes), two files at a time
-    from `POOL_MIN_BYTES` on. `by_source`: the questions verl dumps are resolved against."""
+    from `POOL_MIN_BYTES` on. `questions`: what other tools' files are resolved against."""
     result = PartsResult()
     for name, schema in SCORED_TABLES.items():
         _ensure_schema_part(home, name, schema)
@@ -99,7 +98,7 @@ def sync_parts(home: Path, files: Sequence[ResponseFile],
     have = set(_parts(home, "vv_responses")) & set(_parts(home, "vv_response_rejects"))
     jobs = [(f, table_path(home, "vv_responses", f.part),
              table_path(home, "vv_response_rejects", f.part),
-             by_source if f.dump_questions is not None else None)
+             questions if f.tool is not None else None)
             for f in files if f.part not in have]
     result.kept = len(files) - len(jobs)
     size = sum(job[0].path.stat().st_size for job in jobs)
@@ -114,22 +113,23 @@ def sync_parts(home: Path, files: Sequence[ResponseFile],
     return result
 
 
-DUMP_QUESTION_COLUMNS = ["uid", "data_source", "row_index", "user_prompt", "ground_truth"]
+TOOL_QUESTION_COLUMNS = ["uid", "data_source", "row_index", "question", "options",
+                         "user_prompt", "ground_truth", "video_uri"]
 
 
-def mark_dumps(files: Sequence[ResponseFile], questions: Callable[[], pl.DataFrame]
-               ) -> tuple[list[ResponseFile], dict[str, list[DumpQuestion]] | None]:
-    """`files` with each verl dump marked by the fingerprint of the questions its rows are
-    resolved against, and those questions by data source (`verl_dumps.dump_questions`); the
-    questions (`DUMP_QUESTION_COLUMNS`) are read only when a dump is there."""
-    dumps = [is_verl_dump(f) for f in files]
-    if not any(dumps):
+def mark_tools(files: Sequence[ResponseFile], questions: Callable[[], pl.DataFrame]
+               ) -> tuple[list[ResponseFile], pl.DataFrame | None]:
+    """`files` with each other tool's output marked (`responses.tool_of`) with the fingerprint
+    of the questions its rows are resolved against, and those questions
+    (`TOOL_QUESTION_COLUMNS`), read only when such a file is there."""
+    tools = [tool_of(f) for f in files]
+    if not any(tools):
         return list(files), None
-    table = questions().select(DUMP_QUESTION_COLUMNS)
+    table = questions().select(TOOL_QUESTION_COLUMNS)
     key = questions_fingerprint(table)[:16]
-    marked = [replace(f, dump_questions=key) if dump else f
-              for f, dump in zip(files, dumps, strict=True)]
-    return marked, dump_questions(table)
+    marked = [replace(f, tool=tool, questions_key=key) if tool else f
+              for f, tool in zip(files, tools, strict=True)]
+    return marked, table
 
 
 def questions_fingerprint(questions: pl.DataFrame) -> str:
@@ -234,7 +234,7 @@ def verl_metric_parts(home: Path, policy: DefaultPolicy) -> PartsResult:
         if stem in have and (pq.read_schema(have[stem]).metadata or {}).get(METRICS_KEY) == key:
             result.kept += 1
             continue
-        responses = pl.read_parquet(source, columns=["run_id", "step", "line", "verl_extras",
+        responses = pl.read_parquet(source, columns=["run_id", "step", "line", "tool_extras",
                                                      "source_file", "file_version"])
         rows = responses.join(
             pl.read_parquet(scored[stem], columns=["line", "uid", "data_source", "extracted",

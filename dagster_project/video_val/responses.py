@@ -3,9 +3,10 @@ version at a time.
 
 A response record is `run_id, step, uid` (or `data_source` + `row_index` instead of `uid`),
 `sample_idx` (default 0) and `response`; `step` is an integer or a checkpoint name such as
-`global_step_80`. verl validation dumps (`<run_id>/<global_step>.jsonl`, see `verl_dumps`) are
-read too, each row resolved to its question by position. Each archived file version is parsed
-once, streamed, into its own part:
+`global_step_80`. verl validation dumps (`<run_id>/<global_step>.jsonl`, see `verl_dumps`) and
+lmms-eval sample logs (`<model>/<date>_samples_<task>.jsonl`, see `lmms_eval_samples`) are read
+too, each row resolved to its question (by position, by content). Each archived file version is
+parsed once, streamed, into its own part:
 `raw/vv_responses/<part>.parquet` (the well-formed records, in file order) and
 `raw/vv_response_rejects/<part>.parquet` (the malformed ones, with line and reason). A part is
 named by the version (file name, version number, content hash) and `PARSER_VERSION`, so a version
@@ -26,11 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 
 from dagster_project.dropfolder import read_records
 from dagster_project.tables import streaming_parquet
-from dagster_project.video_val import verl_dumps
+from dagster_project.video_val import lmms_eval_samples, verl_dumps
 
 # A long chain of thought is tens of KB: a record over 4 MB is a runaway, refused alone.
 MAX_RECORD_BYTES = 4 * 1024 * 1024
@@ -48,16 +50,18 @@ class ResponseFile:
     version: int
     sha256: str
     path: Path  # where the bytes are (the archive copy)
-    # a verl dump: its rows are resolved against the questions, whose fingerprint this is
-    dump_questions: str | None = None
+    # `verl` (a validation dump) or `lmms-eval` (a sample log): the file is another tool's
+    # output, its rows are resolved against the questions, whose fingerprint is `questions_key`
+    tool: str | None = None
+    questions_key: str | None = None
 
     @property
     def part(self) -> str:
         """The part name of this version: its readable file name and a digest of everything
         that determines the part's content."""
         key = f"{PARSER_VERSION}\0{self.source_file}\0{self.version}\0{self.sha256}"
-        if self.dump_questions is not None:
-            key += f"\0verl\0{self.dump_questions}"
+        if self.tool is not None:
+            key += f"\0{self.tool}\0{self.questions_key}"
         stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.source_file)[-80:]
         return f"{stem}.v{self.version}.{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
@@ -105,13 +109,20 @@ def _read(f: ResponseFile):
                         max_record_bytes=MAX_RECORD_BYTES)
 
 
-def is_verl_dump(f: ResponseFile) -> bool:
-    """Whether the version is a verl validation dump: a `.jsonl` whose first record has verl's
-    keys (`input`, `output`; no `response`)."""
+def tool_of(f: ResponseFile) -> str | None:
+    """Which tool wrote the version, told by the keys of its first record: `verl` (a validation
+    dump: `input`, `output`, no `response`), `lmms-eval` (a sample log: `doc_id`,
+    `filtered_resps`), None for benchlake's own records."""
     if not f.source_file.lower().endswith(".jsonl"):
-        return False
+        return None
     first = next((rec for rec in _read(f) if rec.problem is None), None)
-    return first is not None and verl_dumps.is_dump_record(first.value)
+    if first is None:
+        return None
+    if verl_dumps.is_dump_record(first.value):
+        return "verl"
+    if lmms_eval_samples.is_samples_record(first.value):
+        return "lmms-eval"
+    return None
 
 
 def _records(f: ResponseFile) -> Iterator[tuple[int | None, dict | None, str | None, str | None]]:
@@ -124,7 +135,7 @@ def _records(f: ResponseFile) -> Iterator[tuple[int | None, dict | None, str | N
         yield rec.line, row, problem, (rec.raw if problem else None)
 
 
-def _dump_records(f: ResponseFile, by_source: dict[str, list[verl_dumps.DumpQuestion]]
+def _dump_records(f: ResponseFile, questions: pl.DataFrame
                   ) -> Iterator[tuple[int | None, dict | None, str | None, str | None]]:
     """(line, row, problem, raw) for every line of a verl dump: read once to resolve the rows
     to questions (see `verl_dumps`), once more to write them."""
@@ -137,7 +148,8 @@ def _dump_records(f: ResponseFile, by_source: dict[str, list[verl_dumps.DumpQues
         return
     run_id, step = location
     scan = verl_dumps.scan(_read(f), step)
-    resolutions, _, _ = verl_dumps.resolve(scan.rows, scan.inputs, by_source)
+    resolutions, _, _ = verl_dumps.resolve(scan.rows, scan.inputs,
+                                           verl_dumps.dump_questions(questions))
     resolved = {row.line: r for row, r in zip(scan.rows, resolutions, strict=True)}
     del scan
     for rec in _read(f):
@@ -150,24 +162,53 @@ def _dump_records(f: ResponseFile, by_source: dict[str, list[verl_dumps.DumpQues
         output = rec.value["output"]
         yield rec.line, {"run_id": run_id, "step": step, "uid": uid, "sample_idx": sample,
                          "response": output, "response_digest": response_digest(output),
-                         "verl_score": verl_dumps.score_value(rec.value),
-                         "verl_extras": verl_dumps.extras(rec.value)}, None, None
+                         "tool": "verl", "tool_score": verl_dumps.score_value(rec.value),
+                         "tool_extras": verl_dumps.extras(rec.value)}, None, None
+
+
+def _sample_log_records(f: ResponseFile, questions: pl.DataFrame
+                        ) -> Iterator[tuple[int | None, dict | None, str | None, str | None]]:
+    """(line, row, problem, raw) for every logged document of an lmms-eval sample log."""
+    location = lmms_eval_samples.samples_location(f.source_file)
+    if location is None:
+        problem = ("an lmms-eval sample log must be RESPONSES_DIR/<model>/<date>_samples_<task>"
+                   f".jsonl of a supported task ({', '.join(lmms_eval_samples.TASKS)})")
+        for rec in _read(f):
+            yield rec.line, None, rec.problem or problem, rec.raw
+        return
+    run_id, step, source = location
+    index = lmms_eval_samples.QuestionIndex(questions, source)
+    for rec in _read(f):
+        if rec.problem is not None:
+            yield rec.line, None, rec.problem, rec.raw
+            continue
+        row, problem = (lmms_eval_samples.sample_row(rec.value, index)
+                        if lmms_eval_samples.is_samples_record(rec.value)
+                        else (None, "not an lmms-eval sample (needs doc_id and filtered_resps)"))
+        if row is None:
+            yield rec.line, None, problem, rec.raw
+            continue
+        yield rec.line, {"run_id": run_id, "step": step, **row, "tool": "lmms-eval",
+                         "response_digest": response_digest(row["response"])}, None, None
 
 
 def write_response_part(f: ResponseFile, rows_path: Path, rejects_path: Path,
-                        by_source: dict[str, list[verl_dumps.DumpQuestion]] | None = None
-                        ) -> dict[str, int]:
+                        questions: pl.DataFrame | None = None) -> dict[str, int]:
     """Parse one file version into its two parts, `BATCH_ROWS` rows at a time; the counts.
-    A verl dump (`f.dump_questions` set) is resolved against `by_source`."""
+    Another tool's output (`f.tool` set) is resolved against `questions` (vv_questions)."""
     where = {"source_file": f.source_file, "file_version": f.version}
     counts = {"rows": 0, "rejects": 0}
-    schema = RESPONSES_SCHEMA if f.dump_questions is None else RESPONSES_SCHEMA.with_metadata(
+    schema = RESPONSES_SCHEMA if f.tool != "verl" else RESPONSES_SCHEMA.with_metadata(
         {DUMP_PART_KEY: f.source_file.encode()})
     with streaming_parquet(rows_path, schema) as rows_out, \
             streaming_parquet(rejects_path, RESPONSE_REJECTS_SCHEMA) as rejects_out:
         rows: list[dict] = []
         rejects: list[dict] = []
-        records = _records(f) if f.dump_questions is None else _dump_records(f, by_source or {})
+        if f.tool is not None and questions is None:
+            raise ValueError(f"{f.source_file}: a {f.tool} file needs the questions")
+        records = (_dump_records(f, questions) if f.tool == "verl"
+                   else _sample_log_records(f, questions) if f.tool == "lmms-eval"
+                   else _records(f))
         for line, row, problem, raw in records:
             if row is not None:
                 rows.append({**row, **where, "line": line})
@@ -197,8 +238,10 @@ RESPONSES_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("step", pa.int64()), ("uid", pa.string()),
     ("sample_idx", pa.int64()), ("response", pa.string()), ("response_digest", pa.string()),
     ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int64()),
-    # verl dumps only: verl's own `score` and the reward's extra keys as JSON (acc, pred, ...)
-    ("verl_score", pa.float64()), ("verl_extras", pa.string()),
+    # another tool's output only: which tool (`verl`, `lmms-eval`), the score it recorded and
+    # its other per-row values as JSON (verl: the reward's extra keys acc, pred, ...; lmms-eval:
+    # the per-sample metric dict, pred_answer, ..., with doc_id and doc_hash)
+    ("tool", pa.string()), ("tool_score", pa.float64()), ("tool_extras", pa.string()),
 ])
 # raw/vv_response_rejects: the malformed ones (and the problems of whole files)
 RESPONSE_REJECTS_SCHEMA = pa.schema([

@@ -183,10 +183,10 @@ def wandb_keys(source: str, var2metric: dict[str, dict[str, float]]) -> dict[tup
 
 
 def dump_metrics(rows: dict[str, list[Any]], weights: tuple[float, float]) -> list[dict[str, Any]]:
-    """The metrics rows of one dump (columns data_source, uid, verl_extras, extracted, correct,
+    """The metrics rows of one dump (columns data_source, uid, tool_extras, extracted, correct,
     format_ok, each a list in the dump's line order); `weights`: the default policy's accuracy
     and format weights."""
-    extras = [json.loads(e) if e else {} for e in rows["verl_extras"]]
+    extras = [json.loads(e) if e else {} for e in rows["tool_extras"]]
     names: dict[str, None] = {}
     for e in extras:
         names.update(dict.fromkeys(e))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from dagster_project.media.probe import probe_video
+from dagster_project.media.probe import probe_video_cached
 from dagster_project.tables import path_field
 
 # raw/vv_videos: one probe per distinct video
@@ -20,11 +20,12 @@ VIDEOS_SCHEMA = pa.schema([
 ])
 
 
-def probe_row(video_path: str, n_rows: int) -> dict:
+def probe_row(video_path: str, n_rows: int, cache_dir: Path | None = None) -> dict:
+    """The probe of one video (remembered per file identity under `cache_dir`)."""
     if not Path(video_path).is_file():
         return {"video_path": video_path, "n_rows": n_rows, "ok": False,
                 "error": "video file is missing"}
-    probe = probe_video(video_path)
+    probe = probe_video_cached(video_path, cache_dir)
     return {
         "video_path": video_path, "n_rows": n_rows, "ok": probe.ok, "error": probe.error,
         "codec": probe.codec, "width": probe.width, "height": probe.height, "fps": probe.fps,

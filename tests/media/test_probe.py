@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from dagster_project.media.encode import write_demo_video
-from dagster_project.media.probe import VideoProbe, probe_video
+from dagster_project.media.probe import VideoProbe, probe_video, probe_video_cached
 
 W, H, FPS, N, GOP = 320, 180, 25, 250, 25
 
@@ -254,3 +255,22 @@ def test_logging_state_restored_and_nothing_leaks(
         assert not probe_video(path).ok
     assert (av.logging.get_level(), av.logging.get_skip_repeated()) == (level, skip)
     assert not [r for r in caplog.records if r.name.startswith("libav")]
+
+
+def test_a_cached_probe_is_the_probe_and_is_redone_when_the_file_changes(tmp_path):
+    """probe_video_cached returns probe_video's result, reads an unchanged file once (then from
+    cache/probes/), and probes again once the file's bytes (size, mtime) change."""
+    video = tmp_path / "v.mp4"
+    video.write_bytes(BIKES.read_bytes())
+    cache = tmp_path / "cache"
+    first = probe_video_cached(video, cache)
+    assert first == probe_video(video) and first.ok
+    [entry] = (cache / "probes").glob("*.json")
+    # a cached entry is what is returned: prove it by planting a recognisable value
+    entry.write_text(json.dumps({**dataclasses.asdict(first), "codec": "from-cache"}))
+    assert probe_video_cached(video, cache).codec == "from-cache"
+    video.write_bytes(BIKES.read_bytes()[: BIKES.stat().st_size // 2])  # truncated: new identity
+    again = probe_video_cached(video, cache)
+    assert again == probe_video(video) and again.codec != "from-cache"
+    assert len(list((cache / "probes").glob("*.json"))) == 2
+    assert probe_video_cached(video, None) == again  # no cache folder: always probed

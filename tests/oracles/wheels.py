@@ -2,8 +2,8 @@
 
 lmms-eval, qwen-vl-utils and verl declare heavy dependencies (torch, transformers, an older
 PyAV), so the project does not depend on them. A test takes one file out of the wheel (`./dev`
-downloads the lmms-eval wheel into `.venv/oracles/`; otherwise it is downloaded once into the
-pytest cache) and loads it as a standalone module, with the imports it does not need stubbed.
+downloads the lmms-eval and verl wheels into `.venv/oracles/`; otherwise it is downloaded once
+into the pytest cache) and loads it as a standalone module, with the imports it does not need stubbed.
 Without the wheel and without network the test skips, saying why.
 """
 

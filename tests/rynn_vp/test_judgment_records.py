@@ -12,12 +12,16 @@ from typing import Any
 import pytest
 
 from dagster_project.rynn_vp.judgment_records import (
+    GT_SCHEMA,
+    JUDGMENT_SCHEMA,
     MAX_RECORD_BYTES,
     METRIC_COLUMNS,
     CandidateInfo,
     CaseInfo,
     EvalContext,
     SourceFile,
+    _fast_check,
+    _validator,
 )
 from dagster_project.rynn_vp.judgments import IngestResult, ingest
 
@@ -529,3 +533,59 @@ def test_rejects_sorted_and_nothing_lost(drop: Drop) -> None:
     assert [(r["source_file"], r["line"]) for r in result.rejects] == [
         ("a.txt", None), ("m.json", None), ("z.jsonl", 1)]
     assert len(result.judgments) == 1
+
+
+def _mutations(value: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
+    """(path, replacement) pairs: every node replaced by values of other types and edge values,
+    every object key dropped ("<drop>") and an unknown key added ("<extra>")."""
+    out: list[tuple[tuple, Any]] = []
+    for other in (None, True, 1, 1.0, -5, 101, "", "x" * 3, [], {}, ["a"], [1]):
+        out.append((path, other))
+    if isinstance(value, dict):
+        out.append((path, "<extra>"))
+        for key, child in value.items():
+            out.append(((*path, key), "<drop>"))
+            out += _mutations(child, (*path, key))
+    elif isinstance(value, list):
+        for i, child in enumerate(value[:2]):
+            out += _mutations(child, (*path, i))
+    return out
+
+
+def _mutated(obj: Any, path: tuple, new: Any) -> Any:
+    obj = copy.deepcopy(obj)
+    if not path:
+        return {**obj, "zz_extra": 1} if new == "<extra>" else new
+    parent = obj
+    for step in path[:-1]:
+        parent = parent[step]
+    if new == "<drop>":
+        del parent[path[-1]]
+    elif new == "<extra>":
+        parent[path[-1]] = {**parent[path[-1]], "zz_extra": 1}
+    else:
+        parent[path[-1]] = new
+    return obj
+
+
+@pytest.mark.parametrize(("schema", "make"), [(JUDGMENT_SCHEMA, lambda: record(
+    hallucinations=[{"entity": "cup", "locus": "I1", "contradictory_observations": ["P03"],
+                     "affected_chain": "grasp", "severity": "major"}],
+    stages=[{"stage": "observer", "attempt": 1, "status": "ok"}], attempt_kind="retry")),
+                                              (GT_SCHEMA, lambda: gt_record())])
+def test_the_compiled_schema_never_accepts_what_jsonschema_refuses(schema, make):
+    """The fast path (fastjsonschema) only says yes; a yes must be jsonschema's yes too, or a
+    record would pass unchecked. Held on every single-node mutation of a valid record."""
+    import fastjsonschema
+
+    base = make()
+    checked = 0
+    for path, new in _mutations(base):
+        obj = _mutated(base, path, new)
+        try:
+            _fast_check(schema)(copy.deepcopy(obj))
+        except fastjsonschema.JsonSchemaException:
+            continue
+        assert not list(_validator(schema).iter_errors(obj)), (path, new)
+        checked += 1
+    assert checked > 10  # valid mutations exist (optional fields, free text), and were compared

@@ -13,7 +13,7 @@ import dagster as dg
 import pyarrow.parquet as pq
 import pytest
 
-from benchlake_demo.vv_responses import VERL_N, VERL_ORDER, VERL_RUN
+from benchlake_demo.vv_responses import LMMS_FILE, LMMS_MODEL, VERL_N, VERL_ORDER, VERL_RUN
 from dagster_project.defs.resources import BenchlakeSettings
 from dagster_project.runner import materialize
 from dagster_project.tables import table_path
@@ -53,6 +53,11 @@ def raw_responses(settings) -> list[dict]:
             rec = json.loads(line)
             out.append({"run_id": VERL_RUN, "step": int(dump.stem), "uid": order[i // VERL_N],
                         "sample_idx": i % VERL_N, "response": rec["output"]})
+    # the lmms-eval log: the demo's doc_id is the Video-MME row; the raw response is scored
+    for line in (root / LMMS_FILE).read_text().splitlines():
+        rec = json.loads(line)
+        out.append({"run_id": LMMS_MODEL, "step": 0, "uid": f"videomme_v1_test:{rec['doc_id']}",
+                    "sample_idx": 0, "response": rec.get("resps", rec["filtered_resps"])})
     return out
 
 
@@ -94,6 +99,9 @@ def test_scores_recomputed_in_python(demo_warehouse, policy, rule):
                     if (r2, s2) == (run, step) and qs[uid]["source"] == ds]
             g = got[(run, step, ds)]
             assert (g["n_rows"], g["n_responded"]) == (n_rows[ds], len(vals))
+            if not vals:  # the lmms-eval run answered Video-MME only
+                assert g["accuracy"] is None and run == LMMS_MODEL
+                continue
             assert g["accuracy"] == pytest.approx(statistics.fmean(vals), abs=1e-12)
             acc_by_source[ds] = statistics.fmean(vals)
         every = [statistics.fmean(s.correct for s in v) for (r2, s2, _), v in per_row.items()
@@ -136,6 +144,39 @@ def test_policy_diff_lists_exactly_the_flips(demo_warehouse):
     assert default == [{"policy": "card"}]
 
 
+def test_tool_disagreements_recomputed_in_python(demo_warehouse):
+    """vv_tool_disagreements lists exactly the demo responses where verl's acc / pred or
+    lmms-eval's score / pred_answer differ from benchlake's own scoring of the same output."""
+    qs = questions(demo_warehouse)
+    root = demo_warehouse.responses_root()
+    recorded = {}  # (run, step, uid, sample) -> (acc, pred)
+    tool_rows = [r for r in raw_responses(demo_warehouse) if r["run_id"] in (VERL_RUN, LMMS_MODEL)]
+    for step in (50, 100):
+        for i, line in enumerate((root / VERL_RUN / f"{step}.jsonl").read_text().splitlines()):
+            rec = json.loads(line)
+            recorded[(VERL_RUN, step, i)] = (rec["acc"], rec["pred"])
+    lmms = {json.loads(x)["doc_id"]: json.loads(x)["videomme_perception_score"]
+            for x in (root / LMMS_FILE).read_text().splitlines()}
+    expected, seen = set(), Counter()
+    for r in tool_rows:
+        q = qs[r["uid"]]
+        s = score_response(r["response"], q["letters"], q["gt"])
+        if r["run_id"] == VERL_RUN:
+            acc, pred = recorded[(VERL_RUN, r["step"], seen[r["step"]])]
+            seen[r["step"]] += 1
+        else:
+            m = lmms[int(r["uid"].split(":")[1])]
+            acc, pred = m["score"], m["pred_answer"]
+        differs = [name for name, d in (("acc", acc != float(s.correct)),
+                                        ("pred", pred != (s.extracted or ""))) if d]
+        if differs:
+            expected.add((r["run_id"], r["step"], r["uid"], r["sample_idx"], ", ".join(differs)))
+    con, _ = connect(demo_warehouse.home)
+    got = {(r["run_id"], r["step"], r["uid"], r["sample_idx"], r["differs_on"]) for r in rows(
+        con, "SELECT * FROM vv_tool_disagreements")}
+    assert got == expected and any(k[0] == VERL_RUN for k in got)
+
+
 def test_breakdowns_and_coverage(demo_warehouse):
     con, _ = connect(demo_warehouse.home)
     dims = {r["dimension"] for r in rows(con, "SELECT DISTINCT dimension FROM vv_breakdowns")}
@@ -143,7 +184,9 @@ def test_breakdowns_and_coverage(demo_warehouse):
     qt = rows(con, "SELECT DISTINCT value FROM vv_breakdowns WHERE dimension = 'question_type'")
     assert {r["value"] for r in qt} <= {"short", "medium", "long"}
     cov = rows(con, "SELECT * FROM vv_coverage WHERE data_source = 'all'")
-    assert all(r["n_responded"] == r["n_rows"] == 30 for r in cov)
+    assert all(r["n_responded"] == r["n_rows"] == 30 for r in cov if r["run_id"] != LMMS_MODEL)
+    assert [r["n_responded"] for r in cov if r["run_id"] == LMMS_MODEL] == [
+        sum(uid.startswith("videomme_v1_test:") for uid in questions(demo_warehouse))]
 
 
 def test_deltas_and_samples(demo_warehouse):

@@ -15,8 +15,8 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from dagster_project.video_val.response_parts import mark_dumps
-from dagster_project.video_val.responses import ResponseFile, is_verl_dump, write_response_part
+from dagster_project.video_val.response_parts import mark_tools
+from dagster_project.video_val.responses import ResponseFile, tool_of, write_response_part
 
 SOURCES = {
     "videomme_v1_test": ["What colour is the car?", "How many people walk in?",
@@ -29,6 +29,9 @@ TRUTH = {"videomme_v1_test": "BCAAD", "perceptioncomp_test": "ABC"}
 SYSTEM = "You are a careful reasoning assistant."
 
 
+OPTIONS = ("one", "two", "three", "four")
+
+
 def _user(text: str) -> str:
     return f"<video>\n{text}\nA. one\nB. two\nC. three\nD. four\nPlease reason step by step."
 
@@ -38,7 +41,10 @@ def questions() -> pl.DataFrame:
     for source, texts in SOURCES.items():
         for i, text in enumerate(texts):
             rows.append({"uid": f"{source}:{i}", "data_source": source, "row_index": i,
-                         "user_prompt": _user(text), "ground_truth": TRUTH[source][i]})
+                         "question": text, "options": [
+                             {"letter": x, "text": t} for x, t in zip("ABCD", OPTIONS, strict=True)],
+                         "user_prompt": _user(text), "ground_truth": TRUTH[source][i],
+                         "video_uri": f"file:///videos/{source}_{i}.mp4"})
     return pl.DataFrame(rows)
 
 
@@ -71,10 +77,10 @@ def parse(tmp_path: Path, rows: list[dict] | str, name: str = "grpo/10.jsonl"):
         path.write_text("".join(json.dumps({k: v for k, v in r.items() if not k.startswith("_")})
                                 + "\n" for r in rows))
     f = ResponseFile(name, 1, "0" * 64, path)
-    [f], by_source = mark_dumps([f], questions)
-    assert f.dump_questions is not None and by_source is not None
+    [f], table = mark_tools([f], questions)
+    assert f.tool == "verl" and table is not None
     counts = write_response_part(f, tmp_path / "rows.parquet", tmp_path / "rejects.parquet",
-                                 by_source)
+                                 table)
     accepted = pq.read_table(tmp_path / "rows.parquet").to_pylist()
     rejects = pq.read_table(tmp_path / "rejects.parquet").to_pylist()
     assert counts == {"rows": len(accepted), "rejects": len(rejects)}
@@ -100,8 +106,8 @@ def test_resolved_by_position_in_any_order_of_the_files(tmp_path, order, n):
     assert _mapping(accepted) == _expected(rows)  # duplicate texts included: by position
     first = accepted[0]
     assert (first["run_id"], first["step"], first["response"]) == ("grpo", 10, rows[0]["output"])
-    assert first["verl_score"] == rows[0]["score"]
-    assert json.loads(first["verl_extras"]) == {"acc": rows[0]["acc"], "pred": rows[0]["pred"],
+    assert (first["tool"], first["tool_score"]) == ("verl", rows[0]["score"])
+    assert json.loads(first["tool_extras"]) == {"acc": rows[0]["acc"], "pred": rows[0]["pred"],
                                                 "reward": rows[0]["reward"]}
 
 
@@ -109,10 +115,10 @@ def test_a_dump_is_known_by_its_keys_not_its_name(tmp_path):
     path = tmp_path / "run" / "10.jsonl"
     path.parent.mkdir()
     path.write_text(json.dumps({"run_id": "r", "step": 10, "uid": "x:0", "response": "A"}) + "\n")
-    assert not is_verl_dump(ResponseFile("run/10.jsonl", 1, "0" * 64, path))
+    assert tool_of(ResponseFile("run/10.jsonl", 1, "0" * 64, path)) is None
     path.write_text(json.dumps({k: v for k, v in dump_rows(("perceptioncomp_test",), 1)[0].items()
                                 if not k.startswith("_")}) + "\n")
-    assert is_verl_dump(ResponseFile("run/10.jsonl", 1, "0" * 64, path))
+    assert tool_of(ResponseFile("run/10.jsonl", 1, "0" * 64, path)) == "verl"
 
 
 def test_a_missing_row_leaves_its_question_one_sample_short(tmp_path):

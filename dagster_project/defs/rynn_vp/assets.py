@@ -165,8 +165,9 @@ def rvp_media(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     fps, frame count, size, codec, first/last frame decode) and the size of initial.png."""
     root, _ = snapshot_root(benchlake.settings().home)
     rows, rejects = [], []
+    cache = benchlake.settings().cache_dir
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for row, rej in pool.map(probe_case, list_case_dirs(root)):
+        for row, rej in pool.map(lambda d: probe_case(d, cache), list_case_dirs(root)):
             if row is not None:
                 rows.append(row)
             rejects.extend(rej)
@@ -224,7 +225,7 @@ def rvp_candidates(context: dg.AssetExecutionContext, benchlake: BenchlakeSettin
     if s.uses_demo_candidates():
         _demo().ensure_candidates_demo(s)
     root = s.open_drop_folder("CANDIDATES_DIR")
-    rows, rejects = scan_candidates(root, set(rvp_case_keys(s)))
+    rows, rejects = scan_candidates(root, set(rvp_case_keys(s)), s.cache_dir)
     _write_rejects(benchlake, "rvp_candidates", rejects)
     return write_and_describe(benchlake, "rvp_candidates", rows_to_table(rows, CANDIDATES_SCHEMA),
                               systems=len({r["system"] for r in rows}), rejects=len(rejects))

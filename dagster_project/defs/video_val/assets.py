@@ -44,10 +44,10 @@ from dagster_project.video_val.read import (
     video_roots,
 )
 from dagster_project.video_val.response_parts import (
-    DUMP_QUESTION_COLUMNS,
+    TOOL_QUESTION_COLUMNS,
     DefaultPolicy,
     PartsResult,
-    mark_dumps,
+    mark_tools,
     score_parts,
     sync_parts,
     verl_metric_parts,
@@ -140,7 +140,8 @@ def vv_videos(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
         if q["video_in_roots"]:
             counts[q["video_path"]] = counts.get(q["video_path"], 0) + 1
     with ThreadPoolExecutor(max_workers=2) as pool:
-        rows = list(pool.map(lambda p: probe_row(p, counts[p]), sorted(counts)))
+        cache = benchlake.settings().cache_dir
+        rows = list(pool.map(lambda p: probe_row(p, counts[p], cache), sorted(counts)))
     return write_and_describe(benchlake, "vv_videos", rows_to_table(rows, VIDEOS_SCHEMA),
                               failed=sum(not r["ok"] for r in rows))
 
@@ -248,8 +249,9 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     """Every version of every file in RESPONSES_DIR, parsed once into its own part: the
     well-formed records (run_id, step, uid, sample_idx, response, file, version, line) and the
     malformed ones with their reasons. verl validation dumps are resolved to questions by
-    position (hence the dependency on vv_questions). Unknown uids, duplicates and conflicts are
-    decided by the views over all parts (`vv_responses`, `vv_response_rejects`)."""
+    position, lmms-eval sample logs by content (hence the dependency on vv_questions). Unknown
+    uids, duplicates and conflicts are decided by the views over all parts (`vv_responses`,
+    `vv_response_rejects`)."""
     s = benchlake.settings()
     if s.uses_demo_responses():
         _demo().ensure_responses_demo(s)
@@ -261,9 +263,9 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
                              rows_to_table(versions, VERSIONS_SCHEMA))
     files = [ResponseFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
              for v in versions_of(versions, root)]
-    files, by_source = mark_dumps(files, lambda: pl.from_arrow(
-        benchlake.read("vv_questions", DUMP_QUESTION_COLUMNS)))
-    result = sync_parts(s.home, files, by_source)
+    files, questions = mark_tools(files, lambda: pl.from_arrow(
+        benchlake.read("vv_questions", TOOL_QUESTION_COLUMNS)))
+    result = sync_parts(s.home, files, questions)
     context.log.info(f"{len(result.written)} file versions parsed, {result.kept} already "
                      f"parsed, {len(result.removed)} parts removed")
     for name in RESPONSE_TABLES[1:]:
