@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from dagster_project.settings import ASSETS_DIR
-from dagster_project.tables import atomic_write_bytes, path_field
+from dagster_project.tables import atomic_write_bytes, path_field, table_files
 
 GT_ROLE = "gt_compilation"
 CANDIDATE_ROLES = ("observer", "vr_vq_judge", "hallucination_auditor", "pi_judge", "critic")
@@ -170,13 +170,36 @@ PACKET_INPUTS = ("rvp_cases", "rvp_gt_fingerprints", "rvp_gt_compilations", "rvp
                  "rvp_evidence_frames", "rvp_intervals", "rvp_storyboards")
 
 
+INPUTS_FINGERPRINT_FILE = ".inputs_fingerprint"
+
+
+def inputs_fingerprint(home: Path, snapshot_root: Path | None) -> str:
+    """SHA-256 over everything the packets are made of: the packet format, the role prompts,
+    and the bytes of every input table (`PACKET_INPUTS`; evidence rows carry each evaluation's
+    `inputs_fingerprint`, so re-extracted images change them). Equal fingerprints, equal packets."""
+    digest = hashlib.sha256(f"{PACKET_FORMAT}\0".encode())
+    prompts = load_prompts(snapshot_root)
+    digest.update(_canonical([prompts.version, prompts.source, prompts.texts]))
+    for name in PACKET_INPUTS:
+        for path in table_files(home, name):
+            digest.update(f"\0{path.relative_to(home)}\0".encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def packets_unchanged(packets_dir: Path, fingerprint: str) -> bool:
+    """Whether the last build was from these inputs (`build_packets` records its fingerprint)."""
+    marker = packets_dir / INPUTS_FINGERPRINT_FILE
+    return marker.is_file() and marker.read_text() == fingerprint
+
+
 def build_packets(
     home: Path, packets_dir: Path, snapshot_root: Path | None,
-    *, system: str | None = None, case_id: str | None = None,
+    *, system: str | None = None, case_id: str | None = None, fingerprint: str | None = None,
 ) -> list[dict[str, Any]]:
     """Packets for every evaluation (optionally one system and/or case): the five candidate
     roles per evaluation under `<packets>/<system>/<case_id>/`, and the GT compilation packet per
-    case under `<packets>/_gt/<case_id>/`. Returns one row per packet written."""
+    case under `<packets>/_gt/<case_id>/`. Returns one row per packet written. `fingerprint`:
+    the `inputs_fingerprint` of a full build, recorded for `packets_unchanged` once it is done."""
     from dagster_project.tables import connect_raw
 
     con = connect_raw(home, PACKET_INPUTS)
@@ -263,6 +286,8 @@ def build_packets(
         ref = gt_ref(row["case_id"])
         row.update(prompt_version=prompts.version, prompt_source=prompts.source,
                    gt_fingerprint=ref["fingerprint"], gt_cached=ref["cached"])
+    if fingerprint is not None and system is None and case_id is None:
+        atomic_write_bytes(packets_dir / INPUTS_FINGERPRINT_FILE, fingerprint.encode())
     return out
 
 

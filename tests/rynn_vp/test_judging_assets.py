@@ -205,3 +205,34 @@ def test_changed_gt_input_invalidates_the_cache(demo_inputs, tmp_path):
     others = q(con, "SELECT DISTINCT gt_cached FROM rvp_judge_packets WHERE case_id <> ?",
                [case.name])
     assert others == [{"gt_cached": True}]
+
+
+def test_packets_are_rebuilt_only_when_their_inputs_change(demo_inputs, tmp_path):
+    """A run over unchanged inputs keeps every packet file as it is (same mtime, same bytes);
+    a missing packet, or a changed input table, builds them again."""
+    settings = settings_for(tmp_path / "home", judgments_dir=str(demo_inputs.judgments_root()),
+                            candidates_dir=str(demo_inputs.candidates_root()))
+    assert materialize(settings, "group:rynn_vp and not kind:dbt").success
+    files = sorted(settings.packets_dir.rglob("*.json"))
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
+    assert materialize(settings, "key:raw/rvp_judge_packets").success
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files} == before
+    files[0].unlink()
+    assert materialize(settings, "key:raw/rvp_judge_packets").success
+    assert files[0].read_bytes() == before[files[0]][1]  # built again, the same
+    # any change to an input table's bytes is a new fingerprint: the packets are built again
+    from dagster_project.rynn_vp.packets import inputs_fingerprint, packets_unchanged
+    from dagster_project.rynn_vp.snapshot import snapshot_root
+    from dagster_project.tables import table_files
+
+    root = snapshot_root(settings.home)[0]
+    fingerprint = inputs_fingerprint(settings.home, root)
+    assert packets_unchanged(settings.packets_dir, fingerprint)
+    intervals = table_files(settings.home, "rvp_intervals")[0]
+    saved = intervals.read_bytes()
+    intervals.write_bytes(saved + b"\0")
+    try:
+        assert not packets_unchanged(settings.packets_dir,
+                                     inputs_fingerprint(settings.home, root))
+    finally:
+        intervals.write_bytes(saved)

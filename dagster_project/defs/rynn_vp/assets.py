@@ -62,7 +62,9 @@ from dagster_project.rynn_vp.packets import (
     PACKET_INPUTS,
     PACKETS_SCHEMA,
     build_packets,
+    inputs_fingerprint,
     load_prompts,
+    packets_unchanged,
 )
 from dagster_project.rynn_vp.snapshot import SNAPSHOT_SCHEMA, acquire_snapshot, snapshot_root
 from dagster_project.status import mark_written
@@ -457,6 +459,15 @@ def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSet
     """One packet per (system, case, role) for the five candidate roles, and one GT compilation
     packet per case: JSON plus the evidence files it names, under `$BENCHLAKE_HOME/packets/`."""
     s = benchlake.settings()
-    rows = build_packets(s.home, s.packets_dir, snapshot_root(s.home)[0])
+    root = snapshot_root(s.home)[0]
+    fingerprint = inputs_fingerprint(s.home, root)
+    previous = benchlake.table_path("rvp_judge_packets")
+    if previous.exists() and packets_unchanged(s.packets_dir, fingerprint):
+        table = benchlake.read("rvp_judge_packets")
+        if all(Path(p).is_file() for p in table.column("packet_path").to_pylist()):
+            context.log.info("inputs unchanged: the packets are kept as they are")
+            return write_and_describe(benchlake, "rvp_judge_packets", table, rebuilt=False,
+                                      packets_dir=dg.MetadataValue.path(str(s.packets_dir)))
+    rows = build_packets(s.home, s.packets_dir, root, fingerprint=fingerprint)
     return write_and_describe(benchlake, "rvp_judge_packets", rows_to_table(rows, PACKETS_SCHEMA),
-                              packets_dir=dg.MetadataValue.path(str(s.packets_dir)))
+                              rebuilt=True, packets_dir=dg.MetadataValue.path(str(s.packets_dir)))
