@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from dagster_project.settings import ASSETS_DIR
-from dagster_project.tables import atomic_write_bytes, path_field, table_files
+from dagster_project.tables import atomic_write_bytes, path_field, read_table, table_files
 
 GT_ROLE = "gt_compilation"
 CANDIDATE_ROLES = ("observer", "vr_vq_judge", "hallucination_auditor", "pi_judge", "critic")
@@ -190,6 +190,18 @@ def packets_unchanged(packets_dir: Path, fingerprint: str) -> bool:
     """Whether the last build was from these inputs (`build_packets` records its fingerprint)."""
     marker = packets_dir / INPUTS_FINGERPRINT_FILE
     return marker.is_file() and marker.read_text() == fingerprint
+
+
+def kept_packets(home: Path, packets_dir: Path, snapshot_root: Path | None,
+                 table: Path) -> tuple[str, pa.Table | None]:
+    """(the `inputs_fingerprint`, the packets table of the last build when it still holds: the
+    same inputs and every packet file still there), so unchanged packets are not built again."""
+    fingerprint = inputs_fingerprint(home, snapshot_root)
+    if table.exists() and packets_unchanged(packets_dir, fingerprint):
+        kept = read_table(table, home)
+        if all(Path(p).is_file() for p in kept.column("packet_path").to_pylist()):
+            return fingerprint, kept
+    return fingerprint, None
 
 
 def build_packets(

@@ -62,9 +62,8 @@ from dagster_project.rynn_vp.packets import (
     PACKET_INPUTS,
     PACKETS_SCHEMA,
     build_packets,
-    inputs_fingerprint,
+    kept_packets,
     load_prompts,
-    packets_unchanged,
 )
 from dagster_project.rynn_vp.snapshot import SNAPSHOT_SCHEMA, acquire_snapshot, snapshot_root
 from dagster_project.status import mark_written
@@ -460,14 +459,11 @@ def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSet
     packet per case: JSON plus the evidence files it names, under `$BENCHLAKE_HOME/packets/`."""
     s = benchlake.settings()
     root = snapshot_root(s.home)[0]
-    fingerprint = inputs_fingerprint(s.home, root)
-    previous = benchlake.table_path("rvp_judge_packets")
-    if previous.exists() and packets_unchanged(s.packets_dir, fingerprint):
-        table = benchlake.read("rvp_judge_packets")
-        if all(Path(p).is_file() for p in table.column("packet_path").to_pylist()):
-            context.log.info("inputs unchanged: the packets are kept as they are")
-            return write_and_describe(benchlake, "rvp_judge_packets", table, rebuilt=False,
-                                      packets_dir=dg.MetadataValue.path(str(s.packets_dir)))
+    fingerprint, kept = kept_packets(s.home, s.packets_dir, root,
+                                     benchlake.table_path("rvp_judge_packets"))
+    if kept is not None:
+        return write_and_describe(benchlake, "rvp_judge_packets", kept, rebuilt=False,
+                                  packets_dir=dg.MetadataValue.path(str(s.packets_dir)))
     rows = build_packets(s.home, s.packets_dir, root, fingerprint=fingerprint)
     return write_and_describe(benchlake, "rvp_judge_packets", rows_to_table(rows, PACKETS_SCHEMA),
                               rebuilt=True, packets_dir=dg.MetadataValue.path(str(s.packets_dir)))
