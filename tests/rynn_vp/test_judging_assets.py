@@ -207,12 +207,13 @@ def test_changed_gt_input_invalidates_the_cache(demo_inputs, tmp_path):
     assert others == [{"gt_cached": True}]
 
 
-def test_packets_are_rebuilt_only_when_their_inputs_change(demo_inputs, tmp_path):
+def test_packets_are_rebuilt_only_when_their_inputs_change(demo_warehouse, tmp_path):
     """A run over unchanged inputs keeps every packet file as it is (same mtime, same bytes);
     a missing packet, or a changed input table, builds them again."""
-    settings = settings_for(tmp_path / "home", judgments_dir=str(demo_inputs.judgments_root()),
-                            candidates_dir=str(demo_inputs.candidates_root()))
-    assert materialize(settings, "group:rynn_vp and not kind:dbt").success
+    home = tmp_path / "home"
+    shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
+    settings = settings_for(home)
+    assert materialize(settings, "key:raw/rvp_judge_packets").success  # packets in this home
     files = sorted(settings.packets_dir.rglob("*.json"))
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
     assert materialize(settings, "key:raw/rvp_judge_packets").success
