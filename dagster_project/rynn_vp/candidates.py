@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 from PIL import Image, UnidentifiedImageError
 
+from dagster_project.dropfolder import file_sha256
 from dagster_project.filecache import remembered
 from dagster_project.media.probe import probe_video_cached
 from dagster_project.tables import Reject, path_field
@@ -32,7 +33,6 @@ VIDEO_NAME = "candidate.mp4"
 STEPS_DIR = "steps"
 STEP_SUFFIXES = frozenset({".png", ".jpg", ".jpeg"})
 _NUMERIC = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit() also accepts "²" or "٣"
-_CHUNK = 1 << 20
 
 # Column order of a row (documented here once; `rows_to_table` callers can follow it).
 COLUMNS = (
@@ -75,14 +75,6 @@ def _unexpected(scan: _Scan, path: Path, where: str, expected: str,
         scan.reject(path, f"unexpected file {where}; expected {expected}", case_id)
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _base_row(system: str, case_id: str, modality: str, path: Path) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(system=system, case_id=case_id, modality=modality, path=str(path))
@@ -91,7 +83,7 @@ def _base_row(system: str, case_id: str, modality: str, path: Path) -> dict[str,
 
 def _video_row(scan: _Scan, system: str, case_id: str, video: Path) -> dict[str, Any]:
     row = _base_row(system, case_id, "video", video)
-    row["fingerprint"] = remembered(video, scan.cache_dir, "sha256", "1", _sha256_file)
+    row["fingerprint"] = remembered(video, scan.cache_dir, "sha256", "1", file_sha256)
     probe = probe_video_cached(video, scan.cache_dir)
     row.update(
         duration_s=probe.metadata_duration_s,

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dagster_project.rynn_vp.judgment_records import (
     EvalContext,
@@ -119,18 +118,13 @@ def _item(sf: SourceFile, row: dict) -> tuple[_Record, Checked] | dict:
             Checked(row["sha"], tuple(row["reasons"]), row["same_as"]))
 
 
-def read_part(sf: SourceFile, path: Path) -> Iterator[tuple[_Record, Checked] | dict]:
-    """The records of a part, as `_read` would give them, each with its checks."""
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
-        for row in batch.to_pylist():
-            yield _item(sf, row)
-
-
 def read_parts(pairs: Sequence[tuple[SourceFile, Path]]
-               ) -> Iterator[tuple[SourceFile, tuple[_Record, Checked] | dict]]:
-    """`read_part` of every pair, in the given order, the parts read `READ_CHUNK` at a time by
-    one DuckDB query each: thousands of one-record files (a judge harness writing a file per
-    judgment) cost a few milliseconds each through pyarrow, a fraction of that this way."""
+               ) -> Iterator[tuple[_Record, Checked] | dict]:
+    """The records of every (file version, part), in the given order, as `_read` would give
+    them, each with its checks (a refused one as its reject row). The parts are read
+    `READ_CHUNK` at a time by one DuckDB query each: thousands of one-record files (a judge
+    harness writing a file per judgment) cost a few milliseconds each opened one by one, a
+    fraction of that this way."""
     con = duckdb.connect(":memory:", config={"python_enable_replacements": False})
     try:
         for lo in range(0, len(pairs), READ_CHUNK):
@@ -145,8 +139,7 @@ def read_parts(pairs: Sequence[tuple[SourceFile, Path]]
                 params=[[str(p) for _, p in chunk]]).to_arrow_reader(BATCH_ROWS)
             for batch in reader:
                 for row in batch.to_pylist():
-                    sf = chunk[row["idx"]][0]
-                    yield sf, _item(sf, row)
+                    yield _item(chunk[row["idx"]][0], row)
             con.unregister("part_order")
     finally:
         con.close()

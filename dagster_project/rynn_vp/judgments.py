@@ -259,7 +259,7 @@ def ingest(files: Sequence[SourceFile], ctx: EvalContext,
     and checked before, against this same context."""
     state = _Ingest(ctx)
     if parts is not None:
-        items = (item for _, item in read_parts([(sf, parts[sf]) for sf in files]))
+        items = read_parts([(sf, parts[sf]) for sf in files])
     else:
         items = (item if isinstance(item, dict) else (item, None)
                  for sf in files for item in _read(sf))

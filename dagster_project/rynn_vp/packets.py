@@ -22,6 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from dagster_project.dropfolder import file_sha256
 from dagster_project.settings import ASSETS_DIR
 from dagster_project.tables import atomic_write_bytes, path_field, read_table, table_files
 
@@ -107,7 +108,7 @@ def write_packet(
     files carry their own SHA-256, so the fingerprint covers their bytes too. `sha256_of`: the
     digest of an evidence file, `link` what puts it into the folder (caches, when several
     packets name the same files)."""
-    sha256_of = sha256_of or _file_sha256
+    sha256_of = sha256_of or file_sha256
     link = link or _link_or_copy
     manifest = []
     for item in evidence:
@@ -146,10 +147,6 @@ def write_packet(
         atomic_write_bytes(path, data)
     return {"role": role, "packet_path": str(path), "packet_fingerprint": packet["fingerprint"],
             "n_evidence": len(manifest) + len(boards)}
-
-
-def _file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _rows(con: Any, sql: str, params: list | None = None) -> list[dict[str, Any]]:
@@ -242,7 +239,7 @@ def build_packets(
     boards_of = _grouped(_rows(
         con, "SELECT * FROM raw.rvp_storyboards ORDER BY evaluation_id, storyboard_no"),
         "evaluation_id")
-    sha256_of = functools.cache(_file_sha256)
+    sha256_of = functools.cache(file_sha256)
     link = functools.cache(_link_or_copy)  # the five roles of an evaluation share one folder
     out: list[dict[str, Any]] = []
 

@@ -148,15 +148,15 @@ def _dump_records(f: ResponseFile, questions: pl.DataFrame
         return
     run_id, step = location
     scan = verl_dumps.scan(_read(f), step)
-    resolutions, _, _ = verl_dumps.resolve(scan.rows, scan.inputs,
-                                           verl_dumps.dump_questions(questions))
-    resolved = {row.line: r for row, r in zip(scan.rows, resolutions, strict=True)}
+    resolutions = verl_dumps.resolve(scan.rows, scan.inputs, verl_dumps.dump_questions(questions))
+    # line → (uid, sample_idx), or why not: refused on its own (scan) or by the alignment
+    resolved = {**scan.refused,
+                **{row.line: r for row, r in zip(scan.rows, resolutions, strict=True)}}
     del scan
     for rec in _read(f):
         found = resolved.get(rec.line) if rec.line is not None else None
         if found is None or isinstance(found, str):
-            problem = rec.problem or found or verl_dumps.record_problem(rec.value, step)
-            yield rec.line, None, problem, rec.raw
+            yield rec.line, None, rec.problem or found, rec.raw
             continue
         uid, sample = found
         output = rec.value["output"]
@@ -198,14 +198,14 @@ def write_response_part(f: ResponseFile, rows_path: Path, rejects_path: Path,
     Another tool's output (`f.tool` set) is resolved against `questions` (vv_questions)."""
     where = {"source_file": f.source_file, "file_version": f.version}
     counts = {"rows": 0, "rejects": 0}
+    if f.tool is not None and questions is None:
+        raise ValueError(f"{f.source_file}: a {f.tool} file needs the questions")
     schema = RESPONSES_SCHEMA if f.tool != "verl" else RESPONSES_SCHEMA.with_metadata(
         {DUMP_PART_KEY: f.source_file.encode()})
     with streaming_parquet(rows_path, schema) as rows_out, \
             streaming_parquet(rejects_path, RESPONSE_REJECTS_SCHEMA) as rejects_out:
         rows: list[dict] = []
         rejects: list[dict] = []
-        if f.tool is not None and questions is None:
-            raise ValueError(f"{f.source_file}: a {f.tool} file needs the questions")
         records = (_dump_records(f, questions) if f.tool == "verl"
                    else _sample_log_records(f, questions) if f.tool == "lmms-eval"
                    else _records(f))

@@ -174,12 +174,11 @@ def _orders(by_source: dict[str, list[DumpQuestion]]) -> Iterator[tuple[str, ...
 
 
 def resolve(rows: Sequence[_Row], inputs: list[str],
-            by_source: dict[str, list[DumpQuestion]]) -> tuple[list[Resolution], int,
-                                                               tuple[str, ...]]:
-    """(each row's resolution, n, the order of the data sources chosen)."""
+            by_source: dict[str, list[DumpQuestion]]) -> list[Resolution]:
+    """Each row's resolution, under the inferred n and the best order of the data sources."""
     n = infer_n(rows)
     check = _Checker(inputs)
-    best: tuple[int, list[Resolution], tuple[str, ...]] | None = None
+    best: tuple[int, list[Resolution]] | None = None
     first = rows[0] if rows else None
     for order in _orders(by_source):
         head = by_source[order[0]][:LOOKAHEAD]
@@ -189,13 +188,12 @@ def resolve(rows: Sequence[_Row], inputs: list[str],
         out = align(rows, sequence, n, check)
         accepted = sum(not isinstance(r, str) for r in out)
         if best is None or accepted > best[0]:
-            best = (accepted, out, order)
+            best = (accepted, out)
         if accepted == len(rows):
             break
     if best is None:
-        return ["no questions to resolve the rows against (vv_questions is empty)"] * len(rows), \
-            n, ()
-    return best[1], n, best[2]
+        return ["no questions to resolve the rows against (vv_questions is empty)"] * len(rows)
+    return best[1]
 
 
 @dataclass
