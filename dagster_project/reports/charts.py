@@ -53,7 +53,8 @@ def _modality_color(modality: str | None, seen: dict[str, str]) -> str:
 
 def chart_leaderboard(rows: Sequence[dict[str, Any]], title: str, path: Path) -> None:
     """Horizontal bars of final_score per system, grouped and colored by modality, each bar
-    labelled with its n_scored/n_cases (a mean is only as good as its denominator)."""
+    labelled with its n_scored/n_cases (a mean is only as good as its denominator), with its 95 %
+    interval as an error bar where the view has one."""
     rows = sorted(rows, key=lambda r: (r.get("modality") or "", r.get("rank_in_modality") or 1e9,
                                        r["system"]))
     fig = _figure(8.0, 1.2 + 0.5 * len(rows))
@@ -64,7 +65,14 @@ def chart_leaderboard(rows: Sequence[dict[str, Any]], title: str, path: Path) ->
     ys = list(range(len(rows)))[::-1]  # first row on top
     ax.barh(ys, scores, color=[_modality_color(r.get("modality"), colors) for r in rows],
             height=0.6)
-    for y, r, score in zip(ys, rows, scores, strict=True):
+    ends = list(scores)  # where a bar's label goes: past its error bar
+    for i, (y, r, score) in enumerate(zip(ys, rows, scores, strict=True)):
+        low, high = r.get("final_score_ci_low"), r.get("final_score_ci_high")
+        if r["final_score"] is not None and low is not None and high is not None:
+            ax.errorbar([score], [y], xerr=[[score - low], [high - score]], fmt="none",
+                        ecolor="black", elinewidth=1.2, capsize=4)
+            ends[i] = high
+    for y, r, score, end in zip(ys, rows, scores, ends, strict=True):
         denominator = f"{r['n_scored']}/{r['n_cases']}"
         value = NULL_MARK if r["final_score"] is None else f"{r['final_score']:.2f}"
         if score >= 12:  # room inside the bar for the denominator
@@ -72,10 +80,11 @@ def chart_leaderboard(rows: Sequence[dict[str, Any]], title: str, path: Path) ->
                     fontweight="bold")
         else:  # a short (or absent) bar: both labels beside it, still readable
             value = f"{value}   {denominator}"
-        ax.text(score + 1.0, y, value, va="center", ha="left", fontsize=9)
+        ax.text(min(end, 88.0) + 1.0, y, value, va="center", ha="left", fontsize=9)
     ax.set_yticks(ys, labels)
     ax.set_xlim(0, 100)
-    ax.set_xlabel("final_score (mean over scored cases; bar label: n_scored/n_cases)")
+    ax.set_xlabel("final_score (mean over scored cases, 95 % interval; bar label: "
+                  "n_scored/n_cases)")
     ax.set_title(title, fontsize=11)
     from matplotlib.patches import Patch
 
@@ -115,26 +124,39 @@ def chart_scene_heatmap(rows: Sequence[dict[str, Any]], title: str, path: Path) 
 
 def chart_accuracy_by_step(rows: Sequence[dict[str, Any]], path: Path, policy: str) -> None:
     """Val accuracy against step under one scoring policy: one panel per data_source ('all'
-    first), one line per run."""
+    first), one line per run, its 95 % interval as a band."""
     sources = sorted({r["data_source"] for r in rows} - {"all", "macro"})
     panels = (["all"] if any(r["data_source"] == "all" for r in rows) else []) + sources
     runs = sorted({r["run_id"] for r in rows})
+    # one color per run in every panel (the axes' own cycle would skip runs a panel lacks)
+    colors = {run: f"C{i % 10}" for i, run in enumerate(runs)}
     fig = _figure(3.4 * max(len(panels), 1) + 0.6, 3.6)
     axes = fig.subplots(1, max(len(panels), 1), sharey=True, squeeze=False)[0]
     for ax, source in zip(axes, panels, strict=False):
         for run in runs:
-            points = sorted((r["step"], r["accuracy"]) for r in rows
+            points = sorted((r["step"], r["accuracy"], r.get("accuracy_ci_low"),
+                             r.get("accuracy_ci_high")) for r in rows
                             if r["run_id"] == run and r["data_source"] == source
                             and r["accuracy"] is not None)
             if points:
-                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=run)
+                [line] = ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                                 label=run, color=colors[run])
+                band = [p for p in points if p[2] is not None and p[3] is not None]
+                if band:
+                    ax.fill_between([p[0] for p in band], [p[2] for p in band],
+                                    [p[3] for p in band], color=line.get_color(), alpha=0.15,
+                                    linewidth=0)
         ax.set_title(source, fontsize=10)
         ax.set_xlabel("step")
         ax.set_ylim(0, 1)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy")
-    axes[0].legend(fontsize=8, title="run", title_fontsize=8)
-    fig.suptitle(f"videorl-video-val accuracy by step — scoring policy {policy}", fontsize=11)
+    from matplotlib.lines import Line2D
+
+    axes[0].legend(handles=[Line2D([], [], color=colors[r], marker="o", label=r) for r in runs],
+                   fontsize=8, title="run", title_fontsize=8)
+    fig.suptitle(f"videorl-video-val accuracy by step — scoring policy {policy} (bands: 95 % "
+                 "intervals)", fontsize=11)
     fig.tight_layout()
     _save(fig, path)
 

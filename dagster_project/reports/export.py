@@ -41,12 +41,12 @@ RVP_REPORT_VIEWS = (
     "rvp_leaderboard", "rvp_by_scene", "rvp_by_source_group", "rvp_metric_means",
     "rvp_hallucination_rates", "rvp_hallucinations", "rvp_candidate_coverage",
     "rvp_candidate_scores", "rvp_evaluations", "rvp_dataset_stats", "rvp_judgment_rejects",
-    "rvp_rejects",
+    "rvp_rejects", "rvp_system_pairs", "rvp_judge_agreement",
 )
 VV_REPORT_VIEWS = (
     "vv_scores", "vv_breakdowns", "vv_coverage", "vv_best_checkpoints", "vv_run_deltas",
     "vv_scores_at_k", "vv_rejects", "vv_response_rejects", "vv_scoring_policies",
-    "vv_policy_diff_scores", "vv_verl_metrics", "vv_tool_disagreements",
+    "vv_policy_diff_scores", "vv_verl_metrics", "vv_tool_disagreements", "vv_run_pairs",
 )
 # Exported only where the warehouse defines it (it arrives with the profile-comparison work);
 # absent optional views are not listed as skipped.
@@ -78,7 +78,8 @@ CAPTIONS = {
                  "and data_source ('all' = micro-average, 'macro' = mean of sources)",
     "vv_breakdowns": "Val-suite scores per task, category, question type and subject",
     "vv_coverage": "Val-suite responded vs total questions per run, step and data_source",
-    "vv_best_checkpoints": "Per val run, the step with the highest 'all' accuracy (ties: earliest)",
+    "vv_best_checkpoints": "Per val run, the step with the highest 'all' accuracy (ties: "
+                           "earliest), and whether it is distinguishable from the runner-up",
     "vv_run_deltas": "Val-suite accuracy deltas of every run against every other (same step, best "
                      "vs best)",
     "vv_scores_at_k": "Val-suite mean@k, pass@k and majority-vote accuracy with several samples",
@@ -91,6 +92,12 @@ CAPTIONS = {
                        "maj@n, best@n, ...) with the wandb key verl logs each under",
     "vv_tool_disagreements": "Responses where verl's or lmms-eval's recorded verdict differs "
                              "from benchlake's scoring of the same output",
+    "rvp_system_pairs": "Rynn-VP systems compared pairwise over the cases both scored: mean "
+                        "final_score difference, its 95 % interval, paired t and bootstrap p",
+    "rvp_judge_agreement": "Agreement of two Rynn-VP judge runs: correlation and mean absolute "
+                           "difference per score, Kendall's tau between their leaderboards",
+    "vv_run_pairs": "Val-suite checkpoints compared pairwise over the questions both answered: "
+                    "accuracy difference, its 95 % interval, paired t and McNemar p",
     "rvp_profile_diff": "Rynn-VP score changes between two reporting profiles per system and case",
 }
 

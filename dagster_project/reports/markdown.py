@@ -95,12 +95,57 @@ def markdown_table(columns: Sequence[str], rows: Sequence[dict[str, Any]],
     return "\n".join(lines)
 
 
+def with_error_bars(columns: Sequence[str], rows: Sequence[dict[str, Any]],
+                    numeric: Sequence[bool]) -> tuple[list[str], list[dict[str, Any]], list[bool]]:
+    """For reading: a score `m` with an `m_se` column shows as "m ± se" (the `m_se` column
+    folds into it), and `m_ci_low`/`m_ci_high` as one "[low, high]" column `m_ci95`. A
+    difference `*_diff` pairs with `diff_se`/`diff_ci_*` the same way. Other columns as they are."""
+    present = set(columns)
+
+    def companion(col: str, suffix: str) -> str | None:
+        for name in (f"{col}{suffix}", f"diff{suffix}" if col.endswith("_diff") else None):
+            if name and name in present:
+                return name
+        return None
+
+    folded = {c: (companion(c, "_se"), companion(c, "_ci_low"), companion(c, "_ci_high"))
+              for c in columns}
+    folded = {c: v for c, v in folded.items() if v[0] or (v[1] and v[2])}
+    hidden = {x for v in folded.values() for x in v if x}
+    out_cols: list[str] = []
+    out_numeric: list[bool] = []
+    for col, num in zip(columns, numeric, strict=True):
+        if col in hidden:
+            continue
+        out_cols.append(col)
+        out_numeric.append(num)
+        se, low, high = folded.get(col, (None, None, None))
+        if low and high:
+            out_cols.append(f"{col}_ci95")
+            out_numeric.append(True)
+    out_rows = []
+    for row in rows:
+        new = {c: row[c] for c in columns if c not in hidden}
+        for col, (se, low, high) in folded.items():
+            if se and row[col] is not None and row[se] is not None:
+                new[col] = f"{_md_value(row[col])} ± {_md_value(row[se])}"
+            if low and high:
+                new[f"{col}_ci95"] = (NULL_MARK if row[low] is None or row[high] is None
+                                      else f"[{_md_value(row[low])}, {_md_value(row[high])}]")
+        out_rows.append(new)
+    return out_cols, out_rows, out_numeric
+
+
 def _render_markdown(export: _ViewExport, table: pa.Table, profiles: Sequence[str]) -> str:
     numeric = [_is_numeric(table.schema.field(c).type) for c in export.columns]
+    columns, rows, numeric = with_error_bars(export.columns, export.rows, numeric)
     parts = [f"# {export.view}", "", export.caption]
     if "profile" in export.columns:
         parts[-1] += f" Profiles: {', '.join(profiles)}."
-    parts += ["", markdown_table(export.columns, export.rows, numeric)]
+    if len(columns) < len(export.columns):
+        parts[-1] += (" `a ± b`: the value and its standard error; `_ci95`: its 95 % interval"
+                      " (the CSV, JSON and Parquet files keep every column).")
+    parts += ["", markdown_table(columns, rows, numeric)]
     if not export.rows:
         parts += ["", "_(no rows)_"]
     return "\n".join(parts) + "\n"

@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 
 from dagster_project.reports import export_reports
+from dagster_project.reports.charts import chart_accuracy_by_step, chart_leaderboard
 from dagster_project.reports.export import (
     LEADERBOARD_NOTE,
     PACKAGES,
@@ -108,6 +109,38 @@ def test_markdown_is_a_report_table(export_dir: Path) -> None:
         assert "None" not in body and "nan" not in body
     assert [format_number(x) for x in (0.0714285714, 45.4, 1.0, 0.0, 75.11061, 1.5e-6)] == \
         ["0.0714", "45.4", "1", "0", "75.1106", "1.5e-06"]
+
+
+def test_markdown_and_charts_show_the_error_bars(export_dir: Path, tmp_path: Path) -> None:
+    """`mean ± se` and a `_ci95` column in Markdown, equal to the view's values; error bars on
+    the leaderboard chart and bands on the checkpoint curves change the pixels."""
+    board = json.loads((export_dir / "rvp_leaderboard.json").read_text(encoding="utf-8"))
+    header, rows = _markdown_table(export_dir / "rvp_leaderboard.md")
+    names = [c.strip() for c in header[0].strip("|").split("|")]
+    assert "final_score_se" not in names and "final_score_ci95" in names
+    scored = [(i, r) for i, r in enumerate(board) if r["final_score_se"] is not None]
+    assert scored
+    for i, r in scored:
+        cells = [c.strip() for c in rows[i].strip("|").split("|")]
+        assert cells[names.index("final_score")] == (
+            f"{format_number(r['final_score'])} ± {format_number(r['final_score_se'])}")
+        assert cells[names.index("final_score_ci95")] == (
+            f"[{format_number(r['final_score_ci_low'])}, "
+            f"{format_number(r['final_score_ci_high'])}]")
+    pairs_header, _ = _markdown_table(export_dir / "vv_run_pairs.md")
+    assert "accuracy_diff_ci95" in pairs_header[0] and "diff_se" not in pairs_header[0]
+    rows_a = [r for r in board if r["judge_run_id"] == scored[0][1]["judge_run_id"]]
+    bare = [{k: v for k, v in r.items() if "_ci_" not in k} for r in rows_a]
+    chart_leaderboard(rows_a, "t", tmp_path / "with.png")
+    chart_leaderboard(bare, "t", tmp_path / "without.png")
+    assert (tmp_path / "with.png").read_bytes() != (tmp_path / "without.png").read_bytes()
+    scores = json.loads((export_dir / "vv_scores.json").read_text(encoding="utf-8"))
+    card = [r for r in scores if r["policy"] == "card"]
+    assert any(r["accuracy_ci_low"] is not None for r in card)
+    chart_accuracy_by_step(card, tmp_path / "bands.png", "card")
+    chart_accuracy_by_step([{k: v for k, v in r.items() if "_ci_" not in k} for r in card],
+                           tmp_path / "lines.png", "card")
+    assert (tmp_path / "bands.png").read_bytes() != (tmp_path / "lines.png").read_bytes()
 
 
 def test_manifest(export_dir: Path, demo_warehouse: Settings) -> None:

@@ -12,11 +12,14 @@ WITH questions AS (
     GROUP BY run_id, step, uid, data_source
 ),
 rated AS (
-    SELECT p.policy, q.run_id, q.step, q.uid, q.data_source, q.k, q.accuracy,
+    SELECT p.policy, q.run_id, q.step, q.uid, q.data_source,
+           coalesce(v.video_uri, q.uid) AS video, q.k, q.accuracy,
            CASE p.format_rule WHEN 'card' THEN q.format_card WHEN 'exact' THEN q.format_exact
            END AS format_rate, p.accuracy_weight, p.format_weight
-    FROM questions AS q CROSS JOIN {{ ref('vv_scoring_policies') }} AS p
+    FROM questions AS q
+    LEFT JOIN {{ ref('stg_vv_questions') }} AS v USING (uid)
+    CROSS JOIN {{ ref('vv_scoring_policies') }} AS p
 )
-SELECT policy, run_id, step, uid, data_source, k, accuracy, format_rate,
+SELECT policy, run_id, step, uid, data_source, video, k, accuracy, format_rate,
        accuracy_weight * accuracy + format_weight * format_rate AS composite
 FROM rated

@@ -1,0 +1,325 @@
+"""The error bars and tests of the views against their references.
+
+The macros of `sql/macros/statistics.sql` are run through the dbt analyses that compile them
+(`sql/analyses/statistics_*.sql`) on inputs made here, and compared with scipy (t quantiles, the t
+distribution, the binomial test) and with lmms-eval 0.7.3's own `mean_stderr`, `clustered_stderr`
+and `paired_ttest`, read from its wheel (`tests/oracles/wheels.py`). Then every uncertainty column
+of the demo warehouse is recomputed from the per-question / per-case rows the views read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import types
+from collections import defaultdict
+
+import numpy as np
+import pytest
+import yaml
+from scipy import stats
+
+from dagster_project.settings import SQL_DIR, Settings
+from dagster_project.warehouse.project import HOME_PLACEHOLDER, ensure_manifest
+from dagster_project.warehouse.views import connect
+from tests.oracles.wheels import extract, load, wheel
+from tools import t_quantiles
+
+VARS = yaml.safe_load((SQL_DIR / "dbt_project.yml").read_text())["vars"]
+
+
+@pytest.fixture(scope="module")
+def lmms(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """lmms_eval/api/metrics.py, with its registry decorators and sacrebleu stubbed."""
+    whl = wheel(request, tmp_path_factory, "lmms-eval", "0.7.3")
+    path = extract(whl, "lmms_eval/api/metrics.py", tmp_path_factory.mktemp("lmms-metrics"))
+    registry = types.ModuleType("lmms_eval.api.registry")
+    registry.register_metric = lambda **_: (lambda f: f)
+    registry.register_aggregation = lambda _name: (lambda f: f)
+    stubs = {"sacrebleu": types.ModuleType("sacrebleu"), "lmms_eval": types.ModuleType("lmms_eval"),
+             "lmms_eval.api": types.ModuleType("lmms_eval.api"),
+             "lmms_eval.api.registry": registry}
+    return load(path, "lmms_eval_oracle_metrics", stubs)
+
+
+def _analysis(name: str) -> str:
+    manifest = json.loads(ensure_manifest().read_text(encoding="utf-8"))
+    return manifest["nodes"][f"analysis.benchlake.{name}"]["compiled_code"]
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory: pytest.TempPathFactory):
+    """A database with stat_t_quantiles (which needs no table) to run the analyses in."""
+    connection, skipped = connect(tmp_path_factory.mktemp("stats-home"),
+                                  only={"stat_t_quantiles"})
+    assert "stat_t_quantiles" not in skipped
+    return connection
+
+
+def _lowbias32_indices(draw: int, n: int, seed: int) -> list[int]:
+    """bootstrap_indices, in numpy: lowbias32(draw * 2^20 + j + seed) mod n + 1."""
+    mask = np.uint64(0xFFFFFFFF)
+    x = (np.uint64(draw) * np.uint64(1 << 20) + np.arange(n, dtype=np.uint64)
+         + np.uint64(seed)) & mask
+    x = ((x ^ (x >> np.uint64(16))) * np.uint64(0x7FEB352D)) & mask
+    x = ((x ^ (x >> np.uint64(15))) * np.uint64(0x846CA68B)) & mask
+    x = x ^ (x >> np.uint64(16))
+    return [int(v) + 1 for v in x % np.uint64(n)]
+
+
+def test_the_quantile_table_is_what_scipy_writes() -> None:
+    text = (SQL_DIR / "models/warehouse/stat_t_quantiles.sql").read_text(encoding="utf-8")
+    assert text == t_quantiles.model_sql(), "run .venv/bin/python tools/t_quantiles.py"
+
+
+def test_scalar_macros_equal_scipy(con) -> None:
+    grid = [(t, df) for df in (1, 2, 3, 4, 5, 10, 11, 30, 199, 200, 999, 1000, 1001, 5644, 100_000)
+            for t in (0.0, 0.3, 1.0, 1.96, 2.5, 4.0, 9.0, -2.2)]
+    binomial = [(0, 0), (0, 1), (1, 3), (0, 3), (2, 4), (5, 20), (40, 100), (250, 600),
+                (1200, 2600), (7, 7)]
+    rows = [(t, df, *binomial[i % len(binomial)], i % 7, 1 + i % 230)
+            for i, (t, df) in enumerate(grid)]
+    con.execute("CREATE OR REPLACE TABLE macro_inputs (t DOUBLE, df BIGINT, k BIGINT, n BIGINT, "
+                "draw BIGINT, n_items BIGINT)")
+    con.executemany("INSERT INTO macro_inputs VALUES (?, ?, ?, ?, ?, ?)", rows)
+    sql = _analysis("statistics_scalars").replace(HOME_PLACEHOLDER, "/nowhere")
+    got = con.execute(sql).fetchall()
+    assert len(got) == len(rows)
+    for t, df, k, n, draw, n_items, t975, t_p, binom_p, indices in got:
+        want = stats.t.ppf(0.975, df)
+        if df <= t_quantiles.MAX_DF:
+            assert t975 == want, df  # scipy's double, bit for bit
+        else:
+            assert t975 == pytest.approx(want, rel=1e-14, abs=0), df
+        assert t_p == pytest.approx(2 * stats.t.sf(abs(t), df), rel=1e-9, abs=1e-12), (t, df)
+        want_binom = 1.0 if n == 0 else stats.binomtest(k, n, 0.5).pvalue
+        assert binom_p == pytest.approx(want_binom, rel=1e-9, abs=1e-15), (k, n)
+        assert indices == _lowbias32_indices(draw, n_items, VARS["bootstrap_seed"])
+    draws = [_lowbias32_indices(d, 200, VARS["bootstrap_seed"]) for d in range(2000)]
+    counts = np.bincount(np.concatenate(draws), minlength=201)[1:]
+    assert counts.min() > 1700 and counts.max() < 2300  # every case drawn ~2,000 times
+
+
+def test_clustered_stats_equal_lmms_eval(con, lmms) -> None:
+    rng = np.random.default_rng(7)
+    rows = []
+    for g in range(40):
+        n = int(rng.integers(1, 60))
+        kind = g % 3  # 0/1 accuracies, 0-100 scores, a few NULLs
+        for i in range(n):
+            cluster = f"c{int(rng.integers(0, max(1, n // 3)))}" if g % 4 else f"s{i}"
+            x = (float(rng.integers(0, 2)) if kind == 0 else float(rng.uniform(0, 100)))
+            rows.append((g, cluster, None if kind == 2 and i % 5 == 4 else x))
+    con.execute("CREATE OR REPLACE TABLE cluster_inputs (g BIGINT, c VARCHAR, x DOUBLE)")
+    con.executemany("INSERT INTO cluster_inputs VALUES (?, ?, ?)", rows)
+    sql = _analysis("statistics_clustered").replace(HOME_PLACEHOLDER, "/nowhere")
+    got = {g: (se, clusters, n, mean)
+           for g, n, mean, se, clusters in con.execute(sql).fetchall()}
+    by_group: dict[int, list[tuple[str, float]]] = defaultdict(list)
+    for g, c, x in rows:
+        if x is not None:
+            by_group[g].append((c, x))
+    assert set(got) == set(by_group)
+    for g, pairs in by_group.items():
+        xs, cs = [x for _, x in pairs], [c for c, _ in pairs]
+        se, clusters, n, mean = got[g]
+        assert clusters == len(set(cs)) and n == len(xs)
+        assert mean == pytest.approx(sum(xs) / len(xs), rel=1e-12)
+        if len(xs) < 2:
+            assert se is None
+            continue
+        assert se == pytest.approx(lmms.clustered_stderr(xs, cs), rel=1e-9, abs=1e-12), g
+        if len(set(cs)) == len(cs):  # singletons: the CLT form
+            assert se == pytest.approx(lmms.mean_stderr(xs), rel=1e-9, abs=1e-12), g
+
+
+def _interval(mean: float, se: float, clusters: int, low: float, high: float):
+    if se == 0:
+        return mean, mean
+    if clusters < 2:
+        return None, None
+    half = stats.t.ppf(0.975, clusters - 1) * se
+    return max(low, mean - half), min(high, mean + half)
+
+
+def _close(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def warehouse(demo_warehouse: Settings):
+    connection, _ = connect(demo_warehouse.home)
+    return connection
+
+
+def test_val_scores_and_breakdowns_carry_lmms_eval_clustered_errors(warehouse, lmms) -> None:
+    rows = warehouse.sql("SELECT policy, run_id, step, uid, data_source, video, accuracy, "
+                         "composite FROM int_vv_row_scores").fetchall()
+    groups: dict[tuple, list[tuple]] = defaultdict(list)
+    for policy, run, step, _uid, source, video, acc, comp in rows:
+        for scope in (source, "all"):
+            groups[(policy, run, step, scope)].append((video, acc, comp))
+    scores = warehouse.sql("SELECT policy, run_id, step, data_source, accuracy, accuracy_se, "
+                           "accuracy_ci_low, accuracy_ci_high, composite, composite_se, "
+                           "composite_ci_low, composite_ci_high, se_method FROM vv_scores "
+                           "WHERE data_source <> 'macro' AND n_responded > 0").fetchall()
+    assert len(scores) == len(groups) and len(scores) > 20
+    checked = 0
+    for policy, run, step, scope, acc, acc_se, lo, hi, comp, comp_se, clo, chi, method in scores:
+        members = groups[(policy, run, step, scope)]
+        videos = [m[0] for m in members]
+        assert method == "clustered:video"
+        for idx, (mean, se, low, high) in ((1, (acc, acc_se, lo, hi)),
+                                           (2, (comp, comp_se, clo, chi))):
+            xs = [m[idx] for m in members]
+            assert mean == pytest.approx(sum(xs) / len(xs), rel=1e-12)
+            if len(xs) < 2:
+                assert se is None
+                continue
+            assert se == pytest.approx(lmms.clustered_stderr(xs, videos), rel=1e-9, abs=1e-12)
+            want = _interval(mean, se, len(set(videos)), 0.0, 1.0)
+            assert _close(low, want[0]) and _close(high, want[1]), (policy, run, step, scope)
+            checked += 1
+    assert checked > 40
+    # Video-MME asks several questions per video: the clustered SE differs from the CLT one there
+    mme = [k for k in groups if k[3] == "videomme_v1_test"]
+    assert any(len({m[0] for m in groups[k]}) < len(groups[k]) for k in mme)
+    # breakdowns: the same macro over the questions carrying the attribute value
+    attrs = dict(warehouse.sql("SELECT uid, question_type FROM vv_questions "
+                               "WHERE question_type IS NOT NULL").fetchall())
+    by_value: dict[tuple, list[tuple]] = defaultdict(list)
+    for policy, run, step, uid, source, video, acc, _ in rows:
+        if uid in attrs:
+            by_value[(policy, run, step, source, attrs[uid])].append((video, acc))
+    breakdowns = warehouse.sql("SELECT policy, run_id, step, data_source, value, accuracy_se "
+                               "FROM vv_breakdowns WHERE dimension = 'question_type' "
+                               "AND n_responded > 1").fetchall()
+    assert breakdowns
+    for *key, se in breakdowns:
+        members = by_value[tuple(key)]
+        assert se == pytest.approx(lmms.clustered_stderr([m[1] for m in members],
+                                                         [m[0] for m in members]), rel=1e-9)
+
+
+def test_val_run_pairs_against_scipy_and_lmms_eval(warehouse, lmms) -> None:
+    rows = warehouse.sql("SELECT policy, run_id, step, uid, data_source, video, k, accuracy "
+                         "FROM int_vv_row_scores").fetchall()
+    per = defaultdict(dict)
+    for policy, run, step, uid, source, video, k, acc in rows:
+        per[(policy, run, step)][uid] = (source, video, k, acc)
+    pairs = warehouse.sql("SELECT policy, run_id, step, base_run_id, base_step, data_source, "
+                          "n_common, accuracy_diff, diff_se, diff_ci_low, diff_ci_high, p_value, "
+                          "mcnemar_p FROM vv_run_pairs").fetchall()
+    assert pairs
+    with_mcnemar = 0
+    for policy, run, step, brun, bstep, scope, n, diff, se, lo, hi, p, mcnemar in pairs:
+        a, b = per[(policy, run, step)], per[(policy, brun, bstep)]
+        common = [u for u in a if u in b and scope in ("all", a[u][0])]
+        assert n == len(common)
+        ds = [a[u][3] - b[u][3] for u in common]
+        videos = [a[u][1] for u in common]
+        assert diff == pytest.approx(float(np.mean(ds)), abs=1e-12)
+        if n < 2:
+            assert se is None
+            continue
+        assert se == pytest.approx(lmms.clustered_stderr(ds, videos), rel=1e-9, abs=1e-12)
+        clusters = len(set(videos))
+        assert _close(lo, _interval(diff, se, clusters, -1, 1)[0])
+        assert _close(hi, _interval(diff, se, clusters, -1, 1)[1])
+        if se > 0 and clusters > 1:
+            assert p == pytest.approx(2 * stats.t.sf(abs(diff / se), clusters - 1),
+                                      rel=1e-9, abs=1e-12)
+        if all(a[u][2] == 1 and b[u][2] == 1 for u in common):
+            only_a = sum(a[u][3] > b[u][3] for u in common)
+            only_b = sum(a[u][3] < b[u][3] for u in common)
+            want = (1.0 if only_a + only_b == 0
+                    else stats.binomtest(min(only_a, only_b), only_a + only_b, 0.5).pvalue)
+            assert mcnemar == pytest.approx(want, rel=1e-9), (run, step, brun, bstep, scope)
+            with_mcnemar += 1
+        else:
+            assert mcnemar is None
+    assert with_mcnemar > 0
+    best = warehouse.sql("SELECT policy, run_id, best_step, next_step, best_vs_next_p "
+                         "FROM vv_best_checkpoints WHERE next_step IS NOT NULL").fetchall()
+    assert best
+    for policy, run, best_step, next_step, p in best:
+        [(p_value, mcnemar)] = [(r[11], r[12]) for r in pairs
+                                if r[:6] == (policy, run, next_step, run, best_step, "all")]
+        assert p == (mcnemar if mcnemar is not None else p_value)
+
+
+def test_rynn_vp_leaderboard_pairs_and_judge_agreement(warehouse, lmms) -> None:
+    scores = warehouse.sql("SELECT profile, judge_run_id, system, modality, case_id, scene, pi, "
+                           "final_score FROM rvp_candidate_scores").fetchall()
+    board = warehouse.sql("SELECT profile, judge_run_id, system, modality, n_scored, "
+                          "final_score, final_score_se, final_score_ci_low, final_score_ci_high, "
+                          "pi_se, se_method FROM rvp_leaderboard").fetchall()
+    for profile, run, system, modality, n, mean, se, lo, hi, pi_se, method in board:
+        assert method == "clustered:case"
+        mine = [r for r in scores if r[:4] == (profile, run, system, modality)]
+        xs = [r[7] for r in mine if r[7] is not None]
+        assert n == len(xs)
+        if n < 2:
+            assert se is None
+            continue
+        assert se == pytest.approx(lmms.mean_stderr(xs), rel=1e-9)
+        assert pi_se == pytest.approx(lmms.mean_stderr([r[6] for r in mine if r[6] is not None]),
+                                      rel=1e-9)
+        want = _interval(mean, se, n, 0, 100)
+        assert _close(lo, want[0]) and _close(hi, want[1])
+    scene_se = warehouse.sql("SELECT profile, judge_run_id, system, modality, scene, "
+                             "final_score_se FROM rvp_by_scene WHERE n_scored > 1").fetchall()
+    for *key, se in scene_se:
+        xs = [r[7] for r in scores if (*r[:4], r[5]) == tuple(key) and r[7] is not None]
+        assert se == pytest.approx(lmms.mean_stderr(xs), rel=1e-9)
+
+    pairs = warehouse.sql("SELECT profile, judge_run_id, modality, system, base_system, n_common, "
+                          "final_score_diff, diff_se, diff_ci_low, diff_ci_high, p_value, "
+                          "bootstrap_p FROM rvp_system_pairs").fetchall()
+    assert pairs
+    by_key = {r[:5]: r for r in pairs}
+    for profile, run, modality, system, base, n, diff, se, lo, hi, p, boot in pairs:
+        a = {r[4]: r[7] for r in scores if r[:4] == (profile, run, system, modality)
+             and r[7] is not None}
+        b = {r[4]: r[7] for r in scores if r[:4] == (profile, run, base, modality)
+             and r[7] is not None}
+        common = sorted(set(a) & set(b))
+        assert n == len(common)
+        ref = lmms.paired_ttest([a[c] for c in common], [b[c] for c in common])
+        assert diff == pytest.approx(ref["mean_diff"], rel=1e-12)
+        assert se == pytest.approx(ref["se_diff"], rel=1e-9)
+        assert lo == pytest.approx(max(-100, ref["ci_lower"]), rel=1e-9)
+        assert hi == pytest.approx(min(100, ref["ci_upper"]), rel=1e-9)
+        assert p == pytest.approx(ref["p_value"], rel=1e-6, abs=1e-12)
+        # the seeded bootstrap, replayed in numpy
+        ds = np.array([a[c] - b[c] for c in common])
+        draws = VARS["bootstrap_draws"]
+        means = np.array([ds[np.array(_lowbias32_indices(d, n, VARS["bootstrap_seed"])) - 1]
+                          .mean() for d in range(draws)])
+        hits = int(np.sum(np.abs(means - ds.mean()) >= abs(ds.mean())))
+        assert boot == pytest.approx((1 + hits) / (draws + 1), abs=1.5 / (draws + 1))
+        assert by_key[(profile, run, modality, base, system)][11] == boot  # mirror, same p
+
+    agreement = warehouse.sql("SELECT profile, judge_run_id, base_judge_run_id, metric, "
+                              "n_common, correlation, mean_abs_diff, n_systems, kendall_tau "
+                              "FROM rvp_judge_agreement WHERE metric = 'final_score'").fetchall()
+    assert agreement, "the demo has two judge runs over the same evaluations"
+    means = {(r[0], r[1], r[2]): r[5] for r in board}
+    for profile, run, base, _, n, corr, mad, n_systems, tau in agreement:
+        x = {(r[2], r[4]): r[7] for r in scores if r[:2] == (profile, run) and r[7] is not None}
+        y = {(r[2], r[4]): r[7] for r in scores if r[:2] == (profile, base) and r[7] is not None}
+        common = sorted(set(x) & set(y))
+        assert n == len(common)
+        xs, ys = np.array([x[c] for c in common]), np.array([y[c] for c in common])
+        assert corr == pytest.approx(stats.pearsonr(xs, ys).statistic, rel=1e-9)
+        assert mad == pytest.approx(float(np.mean(np.abs(xs - ys))), rel=1e-12)
+        systems = sorted(s for (pr, jr, s), v in means.items() if pr == profile and jr == run
+                         and v is not None and means.get((profile, base, s)) is not None)
+        assert n_systems == len(systems)
+        if len(systems) > 1:
+            want = stats.kendalltau([means[(profile, run, s)] for s in systems],
+                                    [means[(profile, base, s)] for s in systems]).statistic
+            assert tau == pytest.approx(want, rel=1e-12)
+
