@@ -12,7 +12,8 @@ val       A questions table of the published size (5,645 rows), then `runs × ch
           scratch: first a subset of about `--subset` responses, then all of them (11.3 M with the
           defaults), each into a fresh warehouse; then one more checkpoint file on top of the
           full one, timed end to end: ingest and score, then `vv_best_checkpoints` (which reads
-          vv_scores) queried in a fresh process, as `benchlake sql` does.
+          vv_scores) queried in a fresh process, as `benchlake sql` does. After each from-scratch
+          ingest, every row of `vv_run_pairs` (the paired comparisons an export writes) too.
 judgments `--judgments` judgment records (the demo's records for every case, repeated over judge
           runs) in files of 1, 100 and 10,000 records, ingested from scratch, then again with one
           more file.
@@ -89,6 +90,10 @@ def step_main(argv: list[str]) -> None:
     if select == "views":  # what `benchlake sql "select * from vv_best_checkpoints"` does
         con, _ = connect(settings.home)
         report["best"] = con.execute("SELECT * FROM vv_best_checkpoints").fetchall()
+        report["query_s"] = time.perf_counter() - t0
+    elif select == "pairs":  # every paired comparison with its error bars (the export reads it)
+        con, _ = connect(settings.home)
+        report["pairs"] = con.execute("SELECT count(*) FROM vv_run_pairs").fetchone()[0]
         report["query_s"] = time.perf_counter() - t0
     elif not materialize(settings, select, log_level="ERROR").success:
         raise SystemExit(f"{name}: materialization failed")
@@ -187,6 +192,10 @@ def bench_val(args: argparse.Namespace, work: Path) -> list[tuple]:
         qwall, qrss, rep = run_step(["val-views-" + label, "views"], env)
         rows.append((f"  then vv_best_checkpoints over {n:,}", qwall, qrss,
                      f"query {rep['query_s']:.1f} s in a fresh process"))
+        print(rows[-1], flush=True)
+        qwall, qrss, rep = run_step(["val-pairs-" + label, "pairs"], env)
+        rows.append((f"  then all of vv_run_pairs over {n:,}", qwall, qrss,
+                     f"{rep['pairs']:,} rows, query {rep['query_s']:.1f} s"))
         print(rows[-1], flush=True)
     new = full / "run-0" / jobs[-1][0].name
     os.link(jobs[-1][0], new)

@@ -196,15 +196,21 @@ def demo() -> None:
     cols, rows = query(settings, """
         SELECT judge_run_id, modality, rank_in_modality AS rank, system,
                n_scored || '/' || n_cases AS scored, round(final_score, 2) AS final_score,
+               '[' || round(final_score_ci_low, 2) || ', ' || round(final_score_ci_high, 2)
+                   || ']' AS "95% CI",
                round(legacy_final_score, 2) AS legacy, round(pi, 2) AS pi, round(vr, 2) AS vr,
                round(vq, 2) AS vq
         FROM rvp_leaderboard WHERE profile = 'current'""")
     _render(cols, rows, "table", title="Rynn-VP leaderboard (rvp_leaderboard, profile current)")
     cols, rows = query(settings, """
         SELECT s.run_id, s.step, s.n_responded || '/' || s.n_rows AS responded,
-               round(s.accuracy, 4) AS accuracy, round(s.format_rate, 4) AS format_rate,
-               round(s.composite, 4) AS composite,
-               CASE WHEN b.best_step = s.step THEN 'best' ELSE '' END AS best
+               round(s.accuracy, 4) AS accuracy,
+               '[' || round(s.accuracy_ci_low, 4) || ', ' || round(s.accuracy_ci_high, 4)
+                   || ']' AS "95% CI",
+               round(s.format_rate, 4) AS format_rate, round(s.composite, 4) AS composite,
+               CASE WHEN b.best_step = s.step THEN 'best' || coalesce(
+                   ' (vs step ' || b.next_step || ': p = ' || round(b.best_vs_next_p, 3) || ')',
+                   '') ELSE '' END AS best
         FROM vv_scores s JOIN vv_best_checkpoints b USING (policy, run_id)
         WHERE s.data_source = 'all'
           AND s.policy = (SELECT policy FROM vv_scoring_policies WHERE is_default)
