@@ -247,8 +247,8 @@ def export(
     profile: Annotated[str | None, typer.Option(
         "--profile", help="only this reporting profile (default: every profile)")] = None,
 ) -> None:
-    """Write every report view as CSV/Parquet/Markdown/JSON, PNG charts and manifest.json into
-    <out>/<UTC timestamp>/."""
+    """Write every report view as CSV/Parquet/Markdown/JSON, PNG charts, manifest.json and the
+    HTML results browser (index.html) into <out>/<UTC timestamp>/."""
     from dagster_project.reports import export_reports
 
     settings = _settings()
@@ -266,6 +266,8 @@ def export(
     if manifest["skipped"]:
         err.print(f"not available (skipped): {', '.join(manifest['skipped'])}", markup=False,
                   soft_wrap=True)
+    out.print(f"results browser: {(folder / 'index.html').as_uri()}", markup=False,
+              soft_wrap=True)
 
 
 @app.command()
@@ -330,11 +332,18 @@ def ui(port: Annotated[int, typer.Option("--port", min=1, max=65535,
                                          help="port of the webserver on 127.0.0.1")] = 3000,
        ) -> None:
     """The Dagster UI (`dagster dev`: webserver and daemon) on 127.0.0.1, with a persistent
-    Dagster home under BENCHLAKE_HOME. Launched runs start at once; sensors and the schedule run.
+    Dagster home under BENCHLAKE_HOME, after printing where the newest HTML results browser of
+    the exports is. Launched runs start at once; sensors and the schedule run.
     Ctrl-C or SIGTERM shuts it down cleanly (a second one kills it)."""
     settings = _settings()
     if not _port_free(port):  # before importing dagster: the error comes at once
         raise CliError(f"port {port} on 127.0.0.1 is already in use; pick another with --port")
+    from dagster_project.reports.html import latest_report
+
+    report = latest_report(settings.exports_dir)
+    err.print(f"latest results browser: {report.as_uri()}" if report else
+              "no results browser yet: `benchlake export` writes one", markup=False,
+              soft_wrap=True)
     from dagster_project.runner import dagster_instance
 
     dagster_instance(settings)  # writes dagster.yaml and sets DAGSTER_HOME

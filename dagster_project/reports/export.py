@@ -27,6 +27,7 @@ import duckdb
 import pyarrow as pa
 
 from dagster_project.reports.charts import _write_charts
+from dagster_project.reports.html import write_html
 from dagster_project.reports.markdown import (
     NULL_MARK,
     _json_value,
@@ -418,6 +419,7 @@ def _write_export(con: duckdb.DuckDBPyConnection, out: Path, home: Path,
     skipped.update({v: not_created[v] for v in OPTIONAL_REPORT_VIEWS if v in not_created})
     charts = _write_charts(exports, profiles, out / "charts")
     file_rows.update({c: None for c in charts})
+    file_rows.update({page: None for page in write_html(con, out, profiles, charts, stamp)})
     readme = _readme(stamp, profiles, exports, charts, skipped)
     atomic_write_bytes(out / "README.md", readme.encode("utf-8"))
     file_rows["README.md"] = None

@@ -1,5 +1,8 @@
 """Report exports (`benchlake export`): four formats per view with equal row counts, Markdown
-fit for a report, the manifest, deterministic PNG charts, and one-line errors from the real CLI."""
+fit for a report, the manifest, deterministic PNG charts, one-line errors from the real CLI, and
+the HTML results browser: every evaluation and checkpoint has its page, and a headless Chromium
+(driven through chromedriver's W3C WebDriver API, no client library) goes from the leaderboard to
+an evaluation page, where the storyboard images load and the scores shown are the views'."""
 
 from __future__ import annotations
 
@@ -8,9 +11,14 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -24,6 +32,7 @@ from dagster_project.reports.export import (
     REPORT_VIEWS,
     ReportError,
 )
+from dagster_project.reports.html import checkpoint_page, evaluation_page, latest_report
 from dagster_project.reports.markdown import NULL_MARK, format_number
 from dagster_project.settings import Settings
 from dagster_project.warehouse.views import connect, view_names
@@ -256,3 +265,154 @@ def test_cli_empty_warehouse(tmp_path: Path) -> None:
     line = _one_line_error(_cli(home, tmp_path, "--out", str(tmp_path / "out")))
     assert "is empty" in line and "benchlake materialize" in line
     assert not (tmp_path / "out").exists()
+
+
+# --- the HTML results browser ---------------------------------------------------------------
+
+ELEMENT = "element-6066-11e4-a52e-4f735466cecf"  # the W3C WebDriver element key
+
+
+def _shown(value: float | None) -> str:
+    return NULL_MARK if value is None else format_number(value)
+
+
+def test_every_evaluation_and_checkpoint_has_a_page(export_dir: Path,
+                                                    demo_warehouse: Settings) -> None:
+    con, _ = connect(demo_warehouse.home)
+    evaluations = [r[0] for r in con.sql("SELECT evaluation_id FROM rvp_evaluations").fetchall()]
+    checkpoints = con.sql("SELECT DISTINCT run_id, step FROM vv_scores").fetchall()
+    assert evaluations and checkpoints
+    for evaluation in evaluations:
+        page = (export_dir / evaluation_page(evaluation)).read_text(encoding="utf-8")
+        assert evaluation.partition("/")[2] in page
+    for run_id, step in checkpoints:
+        assert (export_dir / checkpoint_page(run_id, step)).is_file()
+    manifest = json.loads((export_dir / "manifest.json").read_text(encoding="utf-8"))
+    assert "index.html" in manifest["files"]
+    assert latest_report(export_dir.parent) == export_dir / "index.html"
+    # self-contained: every image a page shows is inside the export, by a relative path
+    for page in export_dir.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        for src in text.split('src="')[1:]:
+            target = src.split('"', 1)[0]
+            assert "://" not in target and not target.startswith("/"), (page, target)
+            assert (page.parent / target).resolve().is_file(), (page, target)
+    # the question browser: the best checkpoint of a run lists its responses, wrong ones marked
+    best = con.execute("SELECT run_id, best_step FROM vv_best_checkpoints WHERE policy = 'card' "
+                       "AND run_id = 'base-rl'").fetchone()
+    text = (export_dir / checkpoint_page(*best)).read_text(encoding="utf-8")
+    n = con.execute("SELECT count(*) FROM vv_scored_responses WHERE policy = 'card' AND "
+                "run_id = ? AND step = ?", list(best)).fetchone()[0]
+    assert text.count("<tr data-correct=") == n
+    assert 'data-correct="false"' in text and 'id="only-none"' in text
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Browser:
+    """A headless Chromium session through chromedriver's HTTP API."""
+
+    def __init__(self, port: int) -> None:
+        self.base = f"http://127.0.0.1:{port}"
+        options = {"binary": shutil.which("chromium") or "/usr/bin/chromium",
+                   "args": ["--headless", "--no-sandbox", "--disable-gpu",
+                            "--disable-background-networking", "--disable-dev-shm-usage",
+                            "--allow-file-access-from-files"]}
+        caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome",
+                                                 "goog:chromeOptions": options}}}
+        self.session = self._call("POST", "/session", caps)["sessionId"]
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return json.loads(resp.read())["value"]
+
+    def go(self, url: str) -> None:
+        self._call("POST", f"/session/{self.session}/url", {"url": url})
+
+    def js(self, script: str) -> Any:
+        return self._call("POST", f"/session/{self.session}/execute/sync",
+                          {"script": script, "args": []})
+
+    def click(self, css: str) -> None:
+        found = self._call("POST", f"/session/{self.session}/element",
+                           {"using": "css selector", "value": css})
+        self._call("POST", f"/session/{self.session}/element/{found[ELEMENT]}/click", {})
+
+    def url(self) -> str:
+        return self._call("GET", f"/session/{self.session}/url")
+
+    def close(self) -> None:
+        self._call("DELETE", f"/session/{self.session}")
+
+
+@pytest.fixture
+def browser() -> Iterator[_Browser]:
+    driver = shutil.which("chromedriver")
+    if driver is None or shutil.which("chromium") is None:
+        pytest.skip("chromium and chromedriver are not installed (CI installs them)")
+    port = _free_port()
+    proc = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        b = _Browser(port)
+        try:
+            yield b
+        finally:
+            b.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_from_the_leaderboard_to_an_evaluation_in_chromium(export_dir: Path, browser: _Browser,
+                                                           demo_warehouse: Settings) -> None:
+    con, _ = connect(demo_warehouse.home)
+    profile, run, system = con.execute(
+        "SELECT profile, judge_run_id, system FROM rvp_leaderboard WHERE modality = 'video' "
+        "AND n_scored > 0 ORDER BY final_score DESC LIMIT 1").fetchone()
+    browser.go((export_dir / "index.html").as_uri())
+    # the leaderboard shows the view's numbers
+    board = browser.js(f"""
+        var t = document.querySelector('table.leaderboard[data-profile="{profile}"]'
+                                       + '[data-judge-run="{run}"]');
+        return Array.from(t.tBodies[0].rows).map(function (r) {{
+            return [r.dataset.system, r.querySelector('td.final-score').textContent]; }});""")
+    want = dict(con.execute("SELECT system, final_score FROM rvp_leaderboard WHERE profile = ? "
+                        "AND judge_run_id = ?", [profile, run]).fetchall())
+    assert {s: v.strip() for s, v in board} == {s: _shown(v) for s, v in want.items()}
+    # click the system, then its first scored case, as a user would
+    row = f'table.leaderboard[data-judge-run="{run}"] tr[data-system="{system}"] a'
+    browser.click(row)
+    anchor = browser.url().rpartition("#")[2]
+    browser.js(f"document.getElementById('{anchor}').open = true;")
+    browser.click(f"details#{anchor} table.cases tbody tr:first-child a")
+    assert "/rvp/" in browser.url()
+    case_id = Path(browser.url()).stem
+    for _ in range(50):  # wait until every image has loaded or failed
+        if browser.js("return Array.from(document.images).every(i => i.complete);"):
+            break
+        time.sleep(0.1)
+    boards = browser.js("return Array.from(document.querySelectorAll('img.storyboard'))"
+                        ".map(i => [i.complete, i.naturalWidth]);")
+    assert len(boards) == 5 and all(done and width > 0 for done, width in boards), boards
+    shown = browser.js("""return Array.from(document.querySelectorAll('table.scores tbody tr'))
+        .map(r => [r.dataset.profile, r.dataset.judgeRun,
+                   r.querySelector('td.final-score').textContent]);""")
+    want = con.execute("SELECT profile, judge_run_id, final_score FROM rvp_candidate_scores "
+                   "WHERE system = ? AND case_id = ?", [system, case_id]).fetchall()
+    assert sorted((p, r, v.strip()) for p, r, v in shown) == sorted(
+        (p, r, _shown(v)) for p, r, v in want)

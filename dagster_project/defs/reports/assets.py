@@ -12,8 +12,9 @@ MARTS = [dg.AssetKey(v.name) for v in views() if not v.name.startswith(("stg_", 
 
 @dg.asset(group_name="reports", kinds={"csv", "json", "parquet"}, deps=MARTS)
 def benchlake_exports(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
-    """Every report view as CSV, Parquet, Markdown and JSON, charts as PNG and a manifest, for
-    every reporting profile, into `$BENCHLAKE_HOME/exports/<timestamp>/`."""
+    """Every report view as CSV, Parquet, Markdown and JSON, charts as PNG, a manifest and the
+    HTML results browser (`index.html`), for every reporting profile, into
+    `$BENCHLAKE_HOME/exports/<timestamp>/`."""
     from dagster_project.reports import export_reports
 
     s = benchlake.settings()
@@ -22,4 +23,5 @@ def benchlake_exports(context: dg.AssetExecutionContext, benchlake: BenchlakeSet
     return dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(folder)), "files": len(files),
         "manifest": dg.MetadataValue.path(str(folder / "manifest.json")),
+        "results_browser": dg.MetadataValue.url((folder / "index.html").as_uri()),
     })

@@ -1,0 +1,339 @@
+"""The static HTML results browser of an export, from leaderboard to evidence.
+
+`write_html(con, out, charts)` writes, beside the CSV/JSON/Parquet/Markdown files:
+
+* `index.html`: the Rynn-VP leaderboards per profile and judge run, and the val scores per
+  policy, run and step, with denominators, standard errors and 95 % intervals; sortable; a system
+  opens its cases, a case its evaluation page, a run/step its checkpoint page.
+* `rvp/<system>/<case_id>.html`, one per evaluation: instruction, S0, the GT anchors with their
+  interval labels, the storyboards and panels (or the ordered steps and the evidence gaps), the
+  scores per profile and judge run, every judgment attempt with its judge metadata, source file
+  and line, its metrics, cited evidence (linked to the frames) and hallucinations (their locus
+  highlighted), the packet fingerprints and the GT cache key.
+* `vv/<run_id>/<step>.html`, one per checkpoint: scores per policy and data_source, breakdowns,
+  the checkpoint curve, and, for each run's best and last checkpoints, a question browser
+  (question, truth, response, extracted letter and method, format flag) filterable to wrong
+  answers and to `none` extractions.
+
+Rendered with jinja2 from `templates/` (autoescaped). Every link is relative and every image
+is in the export folder (`media/`, hard-linked from the warehouse when on the same file system,
+else copied), so the report opens from the file system with no server and survives a move.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from dagster_project.reports.markdown import NULL_MARK, format_number
+
+TEMPLATES = Path(__file__).with_name("templates")
+QUESTION_TEXT_MAX = 4000  # characters of a response shown in the question browser
+
+
+def latest_report(exports_dir: Path) -> Path | None:
+    """The `index.html` of the newest export under `exports_dir` (export folders are named by
+    their UTC stamp, so the newest sorts last), or None."""
+    found = sorted(Path(exports_dir).glob("*/index.html"), key=lambda p: p.parent.name)
+    return found[-1] if found else None
+
+
+def _num(value: Any) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return NULL_MARK
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return format_number(float(value)) if isinstance(value, float) else str(value)
+
+
+def _environment() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
+                             autoescape=jinja2.select_autoescape(["html", "j2"]),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters["num"] = _num
+    env.filters["sortkey"] = lambda v: "" if v is None else repr(float(v))
+    return env
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: Iterable[Any] = ()) -> list[dict]:
+    rel = con.execute(sql, list(params))
+    names = [d[0] for d in rel.description]
+    return [dict(zip(names, row, strict=True)) for row in rel.fetchall()]
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(name)).strip("_") or "_"
+
+
+def evaluation_page(evaluation_id: str) -> str:
+    """Where the page of an evaluation (`<system>/<case_id>`) is, relative to the export."""
+    system, _, case_id = evaluation_id.partition("/")
+    return f"rvp/{_safe(system)}/{_safe(case_id)}.html"
+
+
+def checkpoint_page(run_id: str, step: int) -> str:
+    return f"vv/{_safe(run_id)}/{int(step)}.html"
+
+
+class _Media:
+    """Images copied (hard-linked) into `<out>/media/` once each, named after their path in the
+    warehouse (relative to the home, so the same warehouse content gives the same report)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out, self.done = out, {}
+
+    def __call__(self, row: dict) -> str | None:
+        abspath, path = row.get("image_abspath"), row.get("image_path")
+        if not abspath or not path:
+            return None
+        if abspath not in self.done:
+            src = Path(abspath)
+            if not src.is_file():
+                self.done[abspath] = None
+                return None
+            rel = f"media/{_safe(path)}"
+            dest = self.out / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if not dest.exists():
+                try:
+                    os.link(src, dest)
+                except OSError:
+                    shutil.copyfile(src, dest)
+            self.done[abspath] = rel
+        return self.done[abspath]
+
+
+def _write(out: Path, rel: str, text: str) -> str:
+    path = out / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return rel
+
+
+def _available(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() "
+                                      "WHERE NOT internal").fetchall()}
+
+
+def write_html(con: duckdb.DuckDBPyConnection, out: Path, profiles: list[str],
+               charts: list[str], stamp: str) -> list[str]:
+    """Write the HTML report into the export folder `out`; returns the pages written (relative)."""
+    env = _environment()
+    views = _available(con)
+    media = _Media(out)
+    written: list[str] = []
+    common = {"stamp": stamp, "se_note": "clustered by case for Rynn-VP, by video for the val "
+                                         "suite; see the README"}
+    boards, pages = [], set()
+    if {"rvp_leaderboard", "rvp_candidate_scores", "rvp_evaluations"} <= views:
+        pages = {r[0] for r in con.execute("SELECT evaluation_id FROM rvp_evaluations").fetchall()}
+        written += _evaluation_pages(con, env, out, media, common, pages, views)
+        boards = _boards(con, profiles, charts, pages)
+    val = _val_policies(con, charts) if "vv_scores" in views else []
+    if val:
+        written += _checkpoint_pages(con, env, out, common, charts, views)
+    index = env.get_template("index.html.j2").render(root="", boards=boards,
+                                                     val_policies=val, **common)
+    written.insert(0, _write(out, "index.html", index))
+    return written
+
+
+# --- index ---------------------------------------------------------------------------------------
+
+
+def _boards(con: duckdb.DuckDBPyConnection, profiles: list[str], charts: list[str],
+            pages: set[str]) -> list[dict]:
+    board_rows = _rows(con, "SELECT * FROM rvp_leaderboard WHERE profile IN "
+                            "(SELECT unnest(?::VARCHAR[]))", [profiles])
+    cases = _rows(con, "SELECT profile, judge_run_id, system, case_id, scene, status, final_score, "
+                       "legacy_final_score FROM rvp_candidate_scores WHERE profile IN "
+                       "(SELECT unnest(?::VARCHAR[])) ORDER BY case_id", [profiles])
+    by_board: dict[tuple, list[dict]] = defaultdict(list)
+    for r in board_rows:
+        by_board[(r["profile"], r["judge_run_id"])].append(r)
+    case_rows: dict[tuple, list[dict]] = defaultdict(list)
+    for c in cases:
+        evaluation = f"{c['system']}/{c['case_id']}"
+        c["page"] = evaluation_page(evaluation) if evaluation in pages else None
+        case_rows[(c["profile"], c["judge_run_id"], c["system"])].append(c)
+    boards = []
+    for (profile, run), rows in by_board.items():
+        anchor = f"board-{_safe(profile)}-{_safe(run)}"
+        systems = []
+        for r in rows:
+            r["cases_anchor"] = f"{anchor}-{_safe(r['system'])}"
+            systems.append({"system": r["system"], "anchor": r["cases_anchor"],
+                            "cases": case_rows[(profile, run, r["system"])]})
+        mine = [c for c in charts if c.startswith("charts/rvp_leaderboard_")
+                and c.endswith(f"_{_safe(profile)}_{_safe(run)}.png")]
+        boards.append({"profile": profile, "judge_run_id": run, "anchor": anchor, "rows": rows,
+                       "systems": systems, "charts": mine})
+    return boards
+
+
+def _val_policies(con: duckdb.DuckDBPyConnection, charts: list[str]) -> list[dict]:
+    rows = _rows(con, """
+        SELECT s.*, p.is_default,
+               CASE WHEN b.best_step = s.step THEN 'best' || coalesce(
+                   ' (vs step ' || b.next_step || ': p = ' || round(b.best_vs_next_p, 3) || ')',
+                   '') ELSE '' END AS best
+        FROM vv_scores AS s
+        JOIN vv_scoring_policies AS p USING (policy)
+        LEFT JOIN vv_best_checkpoints AS b USING (policy, run_id)
+        WHERE s.data_source = 'all' ORDER BY p.is_default DESC, s.policy, s.run_id, s.step""")
+    policies: dict[str, dict] = {}
+    for r in rows:
+        r["page"] = checkpoint_page(r["run_id"], r["step"])
+        chart = f"charts/vv_accuracy_by_step_{_safe(r['policy'])}.png"
+        entry = policies.setdefault(r["policy"], {
+            "policy": r["policy"], "is_default": r["is_default"], "rows": [],
+            "charts": [c for c in charts if c == chart]})
+        entry["rows"].append(r)
+    return list(policies.values())
+
+
+# --- one page per Rynn-VP evaluation -------------------------------------------------------------
+
+_METRIC = re.compile(r"^(pi|vr|vq)(_d?[0-9]+)?$")
+
+
+def _grouped(rows: list[dict], key: str) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        out[r[key]].append(r)
+    return out
+
+
+def _locus_hits(h: dict, frames: list[dict], intervals: list[dict]) -> list[dict]:
+    """The frames a hallucination's locus points to: its step, or the anchors and panels of its
+    interval (`3.7s-5.4s` as written in the GT, or the interval's ordinal)."""
+    locus = str(h["locus"] or "").strip()
+    if h["locus_kind"] == "step":
+        return [f for f in frames if f["role"] == "step" and f["step_id"] == locus]
+    match = [i for i in intervals if i["interval"] == locus or str(i["ordinal"]) == locus]
+    def inside(f: dict, i: dict) -> bool:
+        if f["role"] == "anchor":
+            return f["interval_ordinal"] == i["ordinal"]
+        return (f["role"] == "panel" and f["used_s"] is not None and i["start_s"] is not None
+                and i["start_s"] <= f["used_s"] <= i["end_s"])
+
+    return [f for i in match for f in frames if inside(f, i)]
+
+
+def _evaluation_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, media: _Media,
+                      common: dict, pages: set[str], views: set[str]) -> list[str]:
+    def table(view: str, order: str) -> list[dict]:
+        return _rows(con, f"SELECT * FROM {view} ORDER BY {order}") if view in views else []
+
+    evaluations = table("rvp_evaluations", "evaluation_id")
+    cases = {c["case_id"]: c for c in table("rvp_cases", "case_id")}
+    intervals = _grouped(table("rvp_intervals", "case_id, ordinal"), "case_id")
+    frames = _grouped(table("rvp_evidence_frames", "evaluation_id, role, ordinal"),
+                      "evaluation_id")
+    boards = _grouped(table("rvp_storyboards", "evaluation_id, storyboard_no"), "evaluation_id")
+    judgments = _grouped(table("rvp_judgments", "evaluation_id, judge_run_id, attempt"),
+                         "evaluation_id")
+    hallucinations = _grouped(table("rvp_hallucinations",
+                                    "evaluation_id, judge_run_id, attempt, hallucination_no"),
+                              "evaluation_id")
+    scores = _grouped([dict(r, evaluation_id=f"{r['system']}/{r['case_id']}")
+                       for r in table("rvp_candidate_scores", "profile, judge_run_id")],
+                      "evaluation_id")
+    packets = _grouped(table("rvp_judge_packets", "evaluation_id, role"), "evaluation_id")
+    gt = _grouped(table("rvp_gt_cache", "case_id"), "case_id")
+    template = env.get_template("evaluation.html.j2")
+    written = []
+    for ev in evaluations:
+        eid = ev["evaluation_id"]
+        rel = evaluation_page(eid)
+        root = "../" * rel.count("/")
+        shown = frames.get(eid, [])
+        case_intervals = intervals.get(ev["case_id"], [])
+        by_role: dict[str, list[dict]] = defaultdict(list)
+        for f in shown:
+            f = dict(f, anchor="ev-" + _safe(f["evidence_id"].rpartition("#")[2]),
+                     short_id=f["evidence_id"].rpartition("#")[2],
+                     src=(root + s) if (s := media(f)) else None, hit=False)
+            by_role[f["role"]].append(f)
+        flat = [f for fs in by_role.values() for f in fs]
+        anchors = {f["evidence_id"]: f for f in flat}
+        attempts = []
+        for j in judgments.get(eid, []):
+            mine = [h for h in hallucinations.get(eid, [])
+                    if h["judge_run_id"] == j["judge_run_id"] and h["attempt"] == j["attempt"]]
+            marked = []
+            for h in mine:
+                hits = _locus_hits(h, flat, case_intervals)
+                for f in hits:
+                    f["hit"] = f["hit"] or bool(j["is_final"])
+                marked.append(dict(h, frames=[f["anchor"] for f in hits]))
+            cited = [{"short_id": e.rpartition("#")[2],
+                      "anchor": anchors[e]["anchor"] if e in anchors else ""}
+                     for e in (j.get("evidence") or [])]
+            attempts.append(dict(j, hallucinations=marked, evidence=cited,
+                                 metrics=[(k, v) for k, v in j.items() if _METRIC.match(k)]))
+        page = template.render(
+            root=root, ev=ev, case=cases.get(ev["case_id"], {"instruction": NULL_MARK,
+                                                              "scene": None,
+                                                              "source_group": None}),
+            scores=scores.get(eid, []), frames=by_role,
+            storyboards=[dict(b, src=(root + s) if (s := media(b)) else "")
+                         for b in boards.get(eid, [])],
+            judgments=attempts, packets=packets.get(eid, []), gt=gt.get(ev["case_id"], []),
+            **common)
+        written.append(_write(out, rel, page))
+    return written
+
+
+# --- one page per val checkpoint -----------------------------------------------------------------
+
+
+def _checkpoint_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, common: dict,
+                      charts: list[str], views: set[str]) -> list[str]:
+    [(policy,)] = con.execute("SELECT policy FROM vv_scoring_policies WHERE is_default").fetchall()
+    scores = _grouped([dict(r, key=(r["run_id"], r["step"])) for r in _rows(
+        con, "SELECT * FROM vv_scores ORDER BY policy, run_id, step, data_source")], "key")
+    breakdowns = _grouped([dict(r, key=(r["run_id"], r["step"])) for r in _rows(
+        con, "SELECT * FROM vv_breakdowns WHERE policy = ? AND n_responded > 0 "
+             "ORDER BY data_source, dimension, value", [policy])], "key")
+    browsed = {(r[0], r[1]) for r in con.execute("""
+        SELECT run_id, best_step FROM vv_best_checkpoints WHERE policy = ?
+        UNION SELECT run_id, max(step) FROM vv_scores WHERE policy = ? GROUP BY run_id""",
+        [policy, policy]).fetchall()}
+    template = env.get_template("checkpoint.html.j2")
+    written = []
+    for run_id, step in sorted(scores):
+        rel = checkpoint_page(run_id, step)
+        root = "../" * rel.count("/")
+        questions = None
+        if (run_id, step) in browsed and {"vv_scored_responses", "vv_responses"} <= views:
+            questions = _rows(con, f"""
+                SELECT s.uid, s.sample_idx, q.question,
+                       list_transform(q.options, lambda o: o.letter || '. ' || o.text) AS options,
+                       s.ground_truth, s.extracted,
+                       s.extraction_method, s.correct, s.format_ok,
+                       left(r.response, {QUESTION_TEXT_MAX}) AS response
+                FROM vv_scored_responses AS s
+                JOIN vv_questions AS q USING (uid)
+                LEFT JOIN (SELECT DISTINCT ON (run_id, step, uid, sample_idx) *
+                           FROM vv_responses ORDER BY source_file, file_version, line) AS r
+                       USING (run_id, step, uid, sample_idx)
+                WHERE s.policy = ? AND s.run_id = ? AND s.step = ?
+                ORDER BY s.uid, s.sample_idx""", [policy, run_id, step])
+        page = template.render(
+            root=root, run_id=run_id, step=step, policy=policy, scores=scores[(run_id, step)],
+            breakdowns=breakdowns.get((run_id, step), []), questions=questions,
+            charts=[root + c for c in charts if c.startswith("charts/vv_accuracy_by_step_")],
+            **common)
+        written.append(_write(out, rel, page))
+    return written
