@@ -306,33 +306,42 @@ def _checkpoint_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, commo
     breakdowns = _grouped([dict(r, key=(r["run_id"], r["step"])) for r in _rows(
         con, "SELECT * FROM vv_breakdowns WHERE policy = ? AND n_responded > 0 "
              "ORDER BY data_source, dimension, value", [policy])], "key")
-    browsed = {(r[0], r[1]) for r in con.execute("""
-        SELECT run_id, best_step FROM vv_best_checkpoints WHERE policy = ?
-        UNION SELECT run_id, max(step) FROM vv_scores WHERE policy = ? GROUP BY run_id""",
-        [policy, policy]).fetchall()}
+    questions: dict[tuple, list[dict]] = defaultdict(list)
+    if {"vv_scored_responses", "vv_responses", "vv_best_checkpoints"} <= views:
+        # one pass over the responses for every browsed checkpoint: each run's best and last
+        rows = _rows(con, f"""
+            WITH browsed AS (
+                SELECT run_id, best_step AS step FROM vv_best_checkpoints WHERE policy = $1
+                UNION SELECT run_id, max(step) FROM vv_scores WHERE policy = $1 GROUP BY run_id
+            ),
+            responses AS (
+                SELECT DISTINCT ON (run_id, step, uid, sample_idx)
+                       run_id, step, uid, sample_idx,
+                       left(response, {QUESTION_TEXT_MAX}) AS response
+                FROM vv_responses SEMI JOIN browsed USING (run_id, step)
+                ORDER BY run_id, step, uid, sample_idx, source_file, file_version, line
+            )
+            SELECT s.run_id, s.step, s.uid, s.sample_idx, q.question,
+                   list_transform(q.options, lambda o: o.letter || '. ' || o.text) AS options,
+                   s.ground_truth, s.extracted, s.extraction_method, s.correct, s.format_ok,
+                   r.response
+            FROM vv_scored_responses AS s
+            SEMI JOIN browsed AS b ON b.run_id = s.run_id AND b.step = s.step
+            JOIN vv_questions AS q USING (uid)
+            LEFT JOIN responses AS r USING (run_id, step, uid, sample_idx)
+            WHERE s.policy = $1
+            ORDER BY s.run_id, s.step, s.uid, s.sample_idx""", [policy])
+        for r in rows:
+            questions[(r["run_id"], r["step"])].append(r)
     template = env.get_template("checkpoint.html.j2")
     written = []
     for run_id, step in sorted(scores):
         rel = checkpoint_page(run_id, step)
         root = "../" * rel.count("/")
-        questions = None
-        if (run_id, step) in browsed and {"vv_scored_responses", "vv_responses"} <= views:
-            questions = _rows(con, f"""
-                SELECT s.uid, s.sample_idx, q.question,
-                       list_transform(q.options, lambda o: o.letter || '. ' || o.text) AS options,
-                       s.ground_truth, s.extracted,
-                       s.extraction_method, s.correct, s.format_ok,
-                       left(r.response, {QUESTION_TEXT_MAX}) AS response
-                FROM vv_scored_responses AS s
-                JOIN vv_questions AS q USING (uid)
-                LEFT JOIN (SELECT DISTINCT ON (run_id, step, uid, sample_idx) *
-                           FROM vv_responses ORDER BY source_file, file_version, line) AS r
-                       USING (run_id, step, uid, sample_idx)
-                WHERE s.policy = ? AND s.run_id = ? AND s.step = ?
-                ORDER BY s.uid, s.sample_idx""", [policy, run_id, step])
         page = template.render(
             root=root, run_id=run_id, step=step, policy=policy, scores=scores[(run_id, step)],
-            breakdowns=breakdowns.get((run_id, step), []), questions=questions,
+            breakdowns=breakdowns.get((run_id, step), []),
+            questions=questions.get((run_id, step)),
             charts=[root + c for c in charts if c.startswith("charts/vv_accuracy_by_step_")],
             **common)
         written.append(_write(out, rel, page))
