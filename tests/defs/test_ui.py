@@ -226,6 +226,8 @@ def run_log_tail(port: int, run_id: str, n: int = 15) -> str:
 
 
 def test_ui_launches_the_demo_materialization(ui_server: UiServer) -> None:
+    # before the webserver, `benchlake ui` says where the newest HTML report is: none yet here
+    assert "no results browser yet: `benchlake export` writes one" in ui_server.log_tail(400)
     port = ui_server.port
     params = {
         "selector": {**ui_server.repository, "pipelineName": "__ASSET_JOB",
