@@ -202,15 +202,15 @@ def demo() -> None:
                round(vq, 2) AS vq
         FROM rvp_leaderboard WHERE profile = 'current'""")
     _render(cols, rows, "table", title="Rynn-VP leaderboard (rvp_leaderboard, profile current)")
-    cols, rows = query(settings, """
+    from dagster_project.reports.html import BEST_LABEL
+
+    cols, rows = query(settings, f"""
         SELECT s.run_id, s.step, s.n_responded || '/' || s.n_rows AS responded,
                round(s.accuracy, 4) AS accuracy,
                '[' || round(s.accuracy_ci_low, 4) || ', ' || round(s.accuracy_ci_high, 4)
                    || ']' AS "95% CI",
                round(s.format_rate, 4) AS format_rate, round(s.composite, 4) AS composite,
-               CASE WHEN b.best_step = s.step THEN 'best' || coalesce(
-                   ' (vs step ' || b.next_step || ': p = ' || round(b.best_vs_next_p, 3) || ')',
-                   '') ELSE '' END AS best
+               {BEST_LABEL} AS best
         FROM vv_scores s JOIN vv_best_checkpoints b USING (policy, run_id)
         WHERE s.data_source = 'all'
           AND s.policy = (SELECT policy FROM vv_scoring_policies WHERE is_default)

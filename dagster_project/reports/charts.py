@@ -23,7 +23,8 @@ _MODALITY_COLORS = {"video": "#4C72B0", "images": "#DD8452"}
 _FALLBACK_COLORS = ("#55A868", "#C44E52", "#8172B3", "#937860")
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
+    """`name` as one file-name component (charts, report pages, media)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "_"
 
 
@@ -171,7 +172,7 @@ def _write_charts(exports: dict[str, _ViewExport], profiles: Sequence[str],
             for run in sorted({r["judge_run_id"] for r in board.rows if r["profile"] == profile}):
                 rows = [r for r in board.rows
                         if r["profile"] == profile and r["judge_run_id"] == run]
-                path = charts_dir / f"rvp_leaderboard_{_safe(profile)}_{_safe(run)}.png"
+                path = charts_dir / f"rvp_leaderboard_{safe_name(profile)}_{safe_name(run)}.png"
                 chart_leaderboard(rows, f"Rynn-VP leaderboard — profile {profile}, {run}", path)
                 written.append(path)
         if scenes is not None:
@@ -179,14 +180,14 @@ def _write_charts(exports: dict[str, _ViewExport], profiles: Sequence[str],
                                if r["profile"] == profile}):
                 rows = [r for r in scenes.rows
                         if r["profile"] == profile and r["judge_run_id"] == run]
-                path = charts_dir / f"rvp_scene_heatmap_{_safe(profile)}_{_safe(run)}.png"
+                path = charts_dir / f"rvp_scene_heatmap_{safe_name(profile)}_{safe_name(run)}.png"
                 chart_scene_heatmap(rows, f"Rynn-VP final_score by scene — profile {profile}, "
                                           f"{run}", path)
                 written.append(path)
     scores = exports.get("vv_scores")
     if scores is not None and scores.rows:
         for policy in sorted({r["policy"] for r in scores.rows}):
-            path = charts_dir / f"vv_accuracy_by_step_{_safe(policy)}.png"
+            path = charts_dir / f"vv_accuracy_by_step_{safe_name(policy)}.png"
             chart_accuracy_by_step([r for r in scores.rows if r["policy"] == policy], path,
                                    policy)
             written.append(path)

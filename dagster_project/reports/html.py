@@ -33,10 +33,16 @@ from typing import Any
 
 import duckdb
 
+from dagster_project.reports.charts import safe_name
 from dagster_project.reports.markdown import NULL_MARK, format_number
+from dagster_project.warehouse.views import view_names
 
 TEMPLATES = Path(__file__).with_name("templates")
 QUESTION_TEXT_MAX = 4000  # characters of a response shown in the question browser
+# How a val score row (s, of vv_scores) says it is its run's best checkpoint (b, of
+# vv_best_checkpoints) and whether it beats the runner-up: in the CLI summary and the index.
+BEST_LABEL = ("CASE WHEN b.best_step = s.step THEN 'best' || coalesce(' (vs step ' || "
+              "b.next_step || ': p = ' || round(b.best_vs_next_p, 3) || ')', '') ELSE '' END")
 
 
 def latest_report(exports_dir: Path) -> Path | None:
@@ -71,18 +77,14 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: Iterable[Any] = ()) 
     return [dict(zip(names, row, strict=True)) for row in rel.fetchall()]
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(name)).strip("_") or "_"
-
-
 def evaluation_page(evaluation_id: str) -> str:
     """Where the page of an evaluation (`<system>/<case_id>`) is, relative to the export."""
     system, _, case_id = evaluation_id.partition("/")
-    return f"rvp/{_safe(system)}/{_safe(case_id)}.html"
+    return f"rvp/{safe_name(system)}/{safe_name(case_id)}.html"
 
 
 def checkpoint_page(run_id: str, step: int) -> str:
-    return f"vv/{_safe(run_id)}/{int(step)}.html"
+    return f"vv/{safe_name(run_id)}/{int(step)}.html"
 
 
 class _Media:
@@ -101,7 +103,7 @@ class _Media:
             if not src.is_file():
                 self.done[abspath] = None
                 return None
-            rel = f"media/{_safe(path)}"
+            rel = f"media/{safe_name(path)}"
             dest = self.out / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             if not dest.exists():
@@ -120,16 +122,11 @@ def _write(out: Path, rel: str, text: str) -> str:
     return rel
 
 
-def _available(con: duckdb.DuckDBPyConnection) -> set[str]:
-    return {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() "
-                                      "WHERE NOT internal").fetchall()}
-
-
 def write_html(con: duckdb.DuckDBPyConnection, out: Path, profiles: list[str],
                charts: list[str], stamp: str) -> list[str]:
     """Write the HTML report into the export folder `out`; returns the pages written (relative)."""
     env = _environment()
-    views = _available(con)
+    views = set(view_names(con))
     media = _Media(out)
     written: list[str] = []
     common = {"stamp": stamp, "se_note": "clustered by case for Rynn-VP, by video for the val "
@@ -168,25 +165,22 @@ def _boards(con: duckdb.DuckDBPyConnection, profiles: list[str], charts: list[st
         case_rows[(c["profile"], c["judge_run_id"], c["system"])].append(c)
     boards = []
     for (profile, run), rows in by_board.items():
-        anchor = f"board-{_safe(profile)}-{_safe(run)}"
+        anchor = f"board-{safe_name(profile)}-{safe_name(run)}"
         systems = []
         for r in rows:
-            r["cases_anchor"] = f"{anchor}-{_safe(r['system'])}"
+            r["cases_anchor"] = f"{anchor}-{safe_name(r['system'])}"
             systems.append({"system": r["system"], "anchor": r["cases_anchor"],
                             "cases": case_rows[(profile, run, r["system"])]})
         mine = [c for c in charts if c.startswith("charts/rvp_leaderboard_")
-                and c.endswith(f"_{_safe(profile)}_{_safe(run)}.png")]
+                and c.endswith(f"_{safe_name(profile)}_{safe_name(run)}.png")]
         boards.append({"profile": profile, "judge_run_id": run, "anchor": anchor, "rows": rows,
                        "systems": systems, "charts": mine})
     return boards
 
 
 def _val_policies(con: duckdb.DuckDBPyConnection, charts: list[str]) -> list[dict]:
-    rows = _rows(con, """
-        SELECT s.*, p.is_default,
-               CASE WHEN b.best_step = s.step THEN 'best' || coalesce(
-                   ' (vs step ' || b.next_step || ': p = ' || round(b.best_vs_next_p, 3) || ')',
-                   '') ELSE '' END AS best
+    rows = _rows(con, f"""
+        SELECT s.*, p.is_default, {BEST_LABEL} AS best
         FROM vv_scores AS s
         JOIN vv_scoring_policies AS p USING (policy)
         LEFT JOIN vv_best_checkpoints AS b USING (policy, run_id)
@@ -194,7 +188,7 @@ def _val_policies(con: duckdb.DuckDBPyConnection, charts: list[str]) -> list[dic
     policies: dict[str, dict] = {}
     for r in rows:
         r["page"] = checkpoint_page(r["run_id"], r["step"])
-        chart = f"charts/vv_accuracy_by_step_{_safe(r['policy'])}.png"
+        chart = f"charts/vv_accuracy_by_step_{safe_name(r['policy'])}.png"
         entry = policies.setdefault(r["policy"], {
             "policy": r["policy"], "is_default": r["is_default"], "rows": [],
             "charts": [c for c in charts if c == chart]})
@@ -261,7 +255,7 @@ def _evaluation_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, media
         case_intervals = intervals.get(ev["case_id"], [])
         by_role: dict[str, list[dict]] = defaultdict(list)
         for f in shown:
-            f = dict(f, anchor="ev-" + _safe(f["evidence_id"].rpartition("#")[2]),
+            f = dict(f, anchor="ev-" + safe_name(f["evidence_id"].rpartition("#")[2]),
                      short_id=f["evidence_id"].rpartition("#")[2],
                      src=(root + s) if (s := media(f)) else None, hit=False)
             by_role[f["role"]].append(f)

@@ -10,15 +10,18 @@
     with s^2 the sample variance (ddof 1). The cross term of a cluster is (sum_c d)^2 - sum_c d^2
     with d = x - mean, so sums per cluster are enough: no row is held, whatever the input size.
     Three steps, usable separately where a view aggregates more in the same passes:
-      cluster_sums(m)     per (keys, cluster): m_n, m_s, m_q (count, sum, sum of squares)
+      cluster_sums(x[, m]) per (keys, cluster): m_n, m_s, m_q (count, sum, sum of squares of
+                          the expression x, named m; m defaults to x, a column)
       clustered_totals(m) per keys, over those: the totals, and m_clusters (clusters with a value)
       clustered_se(m)     from the totals: m_se, NULL below 2 values; singleton clusters give the
                           CLT form s/sqrt(n). The t interval has m_clusters - 1 degrees of freedom.
     clustered_stats(relation, keys, cluster, measures) chains them: keys, then m_n, m_mean, m_se,
     m_clusters per measure (NULLs ignored). Arguments of these macros are SQL text: pass
     qualified column names (a bare `df` or `t` could bind to a macro's own subquery). -#}
-{% macro cluster_sums(m) -%}
-count({{ m }}) AS {{ m }}_n, sum({{ m }}) AS {{ m }}_s, sum({{ m }} * {{ m }}) AS {{ m }}_q
+{% macro cluster_sums(value, name=none) -%}
+{%- set m = name or value -%}
+count({{ value }}) AS {{ m }}_n, sum({{ value }}) AS {{ m }}_s,
+sum(({{ value }}) * ({{ value }})) AS {{ m }}_q
 {%- endmacro %}
 
 

@@ -31,7 +31,7 @@ unordered AS (
     JOIN checkpoints AS y ON y.policy = w.policy AND y.run_id = w.b.run_id AND y.step = w.b.step
 ),
 question_ids AS (
-    SELECT uid, row_number() OVER (ORDER BY uid) AS qid,
+    SELECT uid, data_source, row_number() OVER (ORDER BY uid) AS qid,
            dense_rank() OVER (ORDER BY data_source) AS src
     FROM {{ ref('stg_vv_questions') }}
 ),
@@ -42,8 +42,7 @@ rows AS MATERIALIZED (  -- the per-question view read once, for the checkpoints 
     JOIN question_ids AS q ON q.uid = s.uid
 ),
 per_video AS (
-    SELECT p.pair_id, r.src, r.vid, count(*) AS diff_n, sum(r.accuracy - b.accuracy) AS diff_s,
-           sum((r.accuracy - b.accuracy) ^ 2) AS diff_q,
+    SELECT p.pair_id, r.src, r.vid, {{ cluster_sums('r.accuracy - b.accuracy', 'diff') }},
            count(*) FILTER (WHERE r.accuracy > b.accuracy) AS n_only_run,
            count(*) FILTER (WHERE r.accuracy < b.accuracy) AS n_only_base,
            bool_and(r.single AND b.single) AS single
@@ -92,9 +91,7 @@ named AS (
     JOIN unordered AS u ON u.pair_id = w.pair_id
     JOIN checkpoints AS x ON x.ck = CASE WHEN w.mirrored THEN u.base_ck ELSE u.ck END
     JOIN checkpoints AS y ON y.ck = CASE WHEN w.mirrored THEN u.ck ELSE u.base_ck END
-    LEFT JOIN (SELECT DISTINCT src, data_source
-               FROM question_ids JOIN {{ ref('stg_vv_questions') }} USING (uid)) AS s
-           ON s.src = w.src
+    LEFT JOIN (SELECT DISTINCT src, data_source FROM question_ids) AS s ON s.src = w.src
 )
 SELECT n.policy, n.run_id, n.step, n.base_run_id, n.base_step, n.data_source, n.n_common,
        n.accuracy_diff, n.diff_se,
