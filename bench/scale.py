@@ -36,8 +36,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-RESPONSES = ("key:raw/vv_response_files or key:raw/vv_responses or key:raw/vv_response_rejects"
-             " or key:raw/vv_scored_responses")
+RESPONSES = ("key:raw_vv_response_files or key:raw_vv_responses or key:raw_vv_response_rejects"
+             " or key:raw_vv_scored_responses")
 WORDS = ("frame", "scene", "object", "person", "moves", "left", "right", "towards", "camera",
          "table", "cup", "opens", "closes", "the", "a", "then", "after", "before", "video",
          "shows", "first", "second", "clip", "hand", "door", "car", "dog", "red", "blue")
@@ -152,7 +152,7 @@ def bench_val(args: argparse.Namespace, work: Path) -> list[tuple]:
     qsettings = Settings.from_env({**base_env, "BENCHLAKE_HOME": str(qhome),
                                    "RESPONSES_DIR": str(work / "none")})
     (work / "none").mkdir(exist_ok=True)
-    assert materialize(qsettings, "key:raw/vv_source or key:raw/vv_questions",
+    assert materialize(qsettings, "key:raw_vv_source or key:raw_vv_questions",
                        log_level="ERROR").success
     con, _ = connect(qhome)
     questions = con.execute("SELECT uid, option_letters, ground_truth FROM vv_questions "
@@ -213,9 +213,9 @@ def bench_val(args: argparse.Namespace, work: Path) -> list[tuple]:
 
 # --- judgments ---------------------------------------------------------------------------------
 
-JUDGMENTS = ("key:raw/rvp_judgment_files or key:raw/rvp_judgments or key:raw/rvp_hallucinations"
-             " or key:raw/rvp_judgment_rejects or key:raw/rvp_gt_compilations or "
-             "key:raw/rvp_stages")
+JUDGMENTS = ("key:raw_rvp_judgment_files or key:raw_rvp_judgments or key:raw_rvp_hallucinations"
+             " or key:raw_rvp_judgment_rejects or key:raw_rvp_gt_compilations or "
+             "key:raw_rvp_stages")
 
 
 def _write_judgments(demo_judgments: Path, dest: Path, target: int, tag: str = "") -> int:

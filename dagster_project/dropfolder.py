@@ -442,7 +442,7 @@ def read_records(path: Path, name: str, *, accept: tuple[str, ...], max_record_b
         yield Record(None, None, problem=f"cannot read file: {exc}")
 
 
-# raw/rvp_judgment_files, raw/vv_response_files: every version of every file of a drop folder
+# raw_rvp_judgment_files, raw_vv_response_files: every version of every file of a drop folder
 VERSIONS_SCHEMA = pa.schema([
     path_field("folder"), ("source_file", pa.string()), ("version", pa.int32()),
     ("sha256", pa.string()),

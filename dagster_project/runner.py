@@ -13,7 +13,6 @@ from dagster_project.defs.resources import BenchlakeSettings
 from dagster_project.partitions import sync_dynamic_partitions
 from dagster_project.settings import Settings
 from dagster_project.status import mark_started
-from dagster_project.tables import RAW_DIR
 
 _YAML_MARKER = "# Written by benchlake."
 _DAGSTER_YAML = f"""\
@@ -141,7 +140,7 @@ _BARE_NAME = re.compile(r"(?<![\w/:\"-])([A-Za-z_]\w*)(?![\w/:\"-])")
 
 def with_table_names(graph: dg.AssetGraph, select: str) -> str:
     """`select` with every bare table name (`rvp_snapshot`) written as its asset key
-    (`raw/rvp_snapshot`): a name that is not itself a key but ends exactly one key."""
+    (`raw_rvp_snapshot`): a name that is not itself a key but ends exactly one key."""
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     by_name: dict[str, list[str]] = {}
     for key in keys:
@@ -224,8 +223,8 @@ def materialize(
         # Announce the raw tables this run will write, so a run that dies half-way shows
         # (status.py); views hold no data of their own.
         for key in asset_keys:
-            if key.path[0] == RAW_DIR:
-                mark_started(settings.home, key.path[-1], partitions or [None], run_id)
+            if key.path[0].startswith("raw_"):
+                mark_started(settings.home, key.path[-1].removeprefix("raw_"), partitions or [None], run_id)
         return job_defs.resolve_job_def(MATERIALIZE_JOB).execute_in_process(
             run_config=config, instance=instance, raise_on_error=raise_on_error,
             tags={**base_tags, **(tags or {})}, run_id=run_id)

@@ -50,7 +50,7 @@ def table_files(home: Path, name: str) -> list[Path]:
 def connect_raw(home: Path, names: Iterable[str]) -> Any:
     """An in-memory DuckDB where each raw table of `names` is the view `raw.<name>`, its path
     columns absolute. For the Python assets that join their raw inputs: they read tables they
-    declare (`raw/<name>` assets), never the dbt models. A table not materialized yet has no
+    declare (`raw_<name>` assets), never the dbt models. A table not materialized yet has no
     view."""
     import duckdb
 

@@ -14,7 +14,7 @@ from dagster_project.settings import Settings
 warnings.filterwarnings("ignore", module="dagster")
 
 # The Rynn-VP ingestion assets only (no candidates/evidence): what the ingest tests need.
-RVP_INGEST = " or ".join(f"key:raw/{k}" for k in (
+RVP_INGEST = " or ".join(f"key:raw_{k}" for k in (
     "rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases", "rvp_intervals"))
 
 # Every table (the Python assets), without `dbt build`: the views come from the compiled dbt SQL

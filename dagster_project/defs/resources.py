@@ -11,7 +11,7 @@ from dagster_dbt import DbtCliResource
 
 from dagster_project.settings import Settings
 from dagster_project.status import mark_written
-from dagster_project.tables import RAW_DIR, markdown_preview, read_table, table_path, write_table
+from dagster_project.tables import markdown_preview, read_table, table_path, write_table
 from dagster_project.warehouse.project import SQL_DIR, dbt_executable
 
 
@@ -38,8 +38,8 @@ class BenchlakeSettings(dg.ConfigurableResource):
 
 
 def raw_key(name: str) -> dg.AssetKey:
-    """The asset of raw table `name`: `raw/<name>` (the view users query is `<name>`)."""
-    return dg.AssetKey([RAW_DIR, name])
+    """The asset of raw table `name`: `raw_<name>` (the view users query is `<name>`)."""
+    return dg.AssetKey(f"raw_{name}")
 
 
 def write_and_describe(

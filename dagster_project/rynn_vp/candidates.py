@@ -232,7 +232,7 @@ def scan_candidates(
     return scan.rows, rejects
 
 
-# raw/rvp_candidates: one row per candidate found (scan_candidates)
+# raw_rvp_candidates: one row per candidate found (scan_candidates)
 CANDIDATES_SCHEMA = pa.schema([
     ("system", pa.string()), ("case_id", pa.string()), ("modality", pa.string()),
     path_field("path"), ("fingerprint", pa.string()), ("duration_s", pa.float64()),

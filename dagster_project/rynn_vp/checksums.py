@@ -352,7 +352,7 @@ def hash_progress_bar(
         yield bar.update
 
 
-# raw/rvp_checksums: one row per snapshot file with its verdict
+# raw_rvp_checksums: one row per snapshot file with its verdict
 CHECKSUMS_SCHEMA = pa.schema([
     ("rel_path", pa.string()), ("case_id", pa.string()), ("size_bytes", pa.int64()),
     ("expected_sha256", pa.string()), ("actual_sha256", pa.string()), ("status", pa.string()),

@@ -334,7 +334,7 @@ def build_case_evidence(inp: CaseInputs, out_dir, quality: int = 90,
             "rejects": rejects, "extracted": extracted}
 
 
-# raw/rvp_evidence_frames, raw/rvp_storyboards, raw/rvp_evaluations: per case partition
+# raw_rvp_evidence_frames, raw_rvp_storyboards, raw_rvp_evaluations: per case partition
 FRAMES_SCHEMA = pa.schema([
     ("evidence_id", pa.string()), ("evaluation_id", pa.string()), ("system", pa.string()),
     ("case_id", pa.string()), ("role", pa.string()), ("ordinal", pa.int32()),

@@ -25,7 +25,7 @@ def gt_fingerprint(file_sha256: Mapping[str, str], prompt_version: str) -> str:
     return h.hexdigest()
 
 
-# raw/rvp_gt_fingerprints: the GT compilation cache key per case
+# raw_rvp_gt_fingerprints: the GT compilation cache key per case
 FINGERPRINTS_SCHEMA = pa.schema([
     ("case_id", pa.string()), ("fingerprint", pa.string()), ("prompt_version", pa.string()),
     ("prompt_source", pa.string()),

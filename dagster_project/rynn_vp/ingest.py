@@ -159,7 +159,7 @@ def read_case(case_dir: Path, *, media_expected: bool = True) -> CaseRead:
     return read
 
 
-# raw/rvp_media: the probe of every gt.mp4 and the size of initial.png
+# raw_rvp_media: the probe of every gt.mp4 and the size of initial.png
 MEDIA_SCHEMA = pa.schema([
     ("case_id", pa.string()), ("source_file", pa.string()), ("ok", pa.bool_()),
     ("error", pa.string()), ("codec", pa.string()), ("width", pa.int32()),
@@ -210,7 +210,7 @@ def probe_case(case_dir: Path, cache_dir: Path | None = None
 
 
 
-# raw/rvp_cases and raw/rvp_intervals: accepted cases and their intervals (read_case)
+# raw_rvp_cases and raw_rvp_intervals: accepted cases and their intervals (read_case)
 CASES_SCHEMA = pa.schema([
     ("case_id", pa.string()), ("instruction", pa.string()), ("source_group", pa.string()),
     ("scene", pa.string()), ("room_id", pa.string()), ("room_no", pa.int32()),

@@ -271,7 +271,7 @@ def ingest(files: Sequence[SourceFile], ctx: EvalContext,
     return state.finish()
 
 
-# The tables `ingest` fills (raw/<name>), with their schemas
+# The tables `ingest` fills (raw_<name>), with their schemas
 JUDGMENTS_SCHEMA = pa.schema([
     ("system", pa.string()), ("case_id", pa.string()), ("evaluation_id", pa.string()),
     ("judge_run_id", pa.string()), ("attempt", pa.int32()), ("attempt_kind", pa.string()),

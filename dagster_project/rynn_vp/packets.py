@@ -300,7 +300,7 @@ def build_packets(
     return out
 
 
-# raw/rvp_judge_packets: one row per packet written
+# raw_rvp_judge_packets: one row per packet written
 PACKETS_SCHEMA = pa.schema([
     ("system", pa.string()), ("case_id", pa.string()), ("evaluation_id", pa.string()),
     ("role", pa.string()), path_field("packet_path"), ("packet_fingerprint", pa.string()),

@@ -45,7 +45,7 @@ def acquire_snapshot(source: str, media_mode: str, hub_cache: Path) -> Snapshot:
     return Snapshot(source, str(path), ref.repo_id, ref.revision, sha, media_mode)
 
 
-# raw/rvp_snapshot: one row, the acquired snapshot
+# raw_rvp_snapshot: one row, the acquired snapshot
 SNAPSHOT_SCHEMA = pa.schema([
     path_field("source"), path_field("local_path"), ("hub_repo_id", pa.string()),
     ("requested_revision", pa.string()), ("resolved_revision", pa.string()),
@@ -54,7 +54,7 @@ SNAPSHOT_SCHEMA = pa.schema([
 
 
 def snapshot_root(home: Path) -> tuple[Path, str]:
-    """(local folder, media mode) of the acquired snapshot, as raw/rvp_snapshot recorded it."""
+    """(local folder, media mode) of the acquired snapshot, as raw_rvp_snapshot recorded it."""
     from dagster_project.tables import read_table, table_path
 
     row = read_table(table_path(home, "rvp_snapshot"), home).to_pylist()[0]

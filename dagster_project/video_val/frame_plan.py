@@ -324,7 +324,7 @@ def plan_video(
     )
 
 
-# raw/vv_frame_plan: what plan_video computes per (video, settings)
+# raw_vv_frame_plan: what plan_video computes per (video, settings)
 FRAME_PLAN_SCHEMA = pa.schema([
     path_field("video_path"), ("fps", pa.float64()), ("max_frames", pa.int64()),
     ("min_pixels", pa.int64()), ("max_pixels", pa.int64()), ("patch_size", pa.int32()),

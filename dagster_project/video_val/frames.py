@@ -1,4 +1,4 @@
-"""The frames of the frame plan, decoded and resized as planned (raw/vv_frames).
+"""The frames of the frame plan, decoded and resized as planned (raw_vv_frames).
 
 Resizing is libswscale bicubic (`frame.reformat`), which is close to but not bit-identical
 with torchvision's antialiased bicubic used inside qwen-vl-utils.
@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from dagster_project.tables import atomic_write_bytes, path_field
 
-# raw/vv_frames: one row per decoded frame, one part per data_source
+# raw_vv_frames: one row per decoded frame, one part per data_source
 VV_FRAMES_SCHEMA = pa.schema([
     ("data_source", pa.string()), path_field("video_path"), ("patch_size", pa.int32()),
     ("frame_no", pa.int32()), ("frame_index", pa.int64()), ("pts", pa.int64()),

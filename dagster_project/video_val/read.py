@@ -489,7 +489,7 @@ def read_val_parquet(path: Path, expected_data_source: str | None) -> ReadResult
     return result
 
 
-# raw/vv_questions and raw/vv_rejects: what read_val_parquet accepts and refuses
+# raw_vv_questions and raw_vv_rejects: what read_val_parquet accepts and refuses
 OPTION = pa.struct([("letter", pa.string()), ("text", pa.string())])
 QUESTIONS_SCHEMA = pa.schema([
     ("uid", pa.string()), ("data_source", pa.string()), ("row_index", pa.int64()),

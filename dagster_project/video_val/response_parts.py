@@ -1,10 +1,10 @@
 """Responses at campaign scale: one Parquet part per file version, parsed once and scored once.
 
-`sync_parts` brings `raw/vv_responses/` and `raw/vv_response_rejects/` in line with the file
+`sync_parts` brings `raw_vv_responses/` and `raw_vv_response_rejects/` in line with the file
 versions of RESPONSES_DIR: a version whose part exists is not read again, a new one is parsed
 (`responses.write_response_part`, two processes over the files), a part whose version is gone
 (the setting points at another folder) is removed. `score_parts` does the same for
-`raw/vv_scored_responses/`: a part is scored once per content of the questions it is scored
+`raw_vv_scored_responses/`: a part is scored once per content of the questions it is scored
 against (their fingerprint is in the part's Parquet metadata), `BATCH_ROWS` rows at a time.
 Every parted table also holds `_schema.parquet`, no rows, so its views exist while no file has
 been dropped yet.
@@ -216,7 +216,7 @@ class DefaultPolicy:
 
 
 def verl_metric_parts(home: Path, policy: DefaultPolicy) -> PartsResult:
-    """`raw/vv_verl_metrics/<part>`: verl's validation metrics (`verl_metrics.dump_metrics`) of
+    """`raw_vv_verl_metrics/<part>`: verl's validation metrics (`verl_metrics.dump_metrics`) of
     every response part read from a verl dump, computed once per content of its scored part and
     `policy` (both recorded in the part's Parquet metadata)."""
     result = PartsResult()

@@ -7,8 +7,8 @@ A response record is `run_id, step, uid` (or `data_source` + `row_index` instead
 lmms-eval sample logs (`<model>/<date>_samples_<task>.jsonl`, see `lmms_eval_samples`) are read
 too, each row resolved to its question (by position, by content). Each archived file version is
 parsed once, streamed, into its own part:
-`raw/vv_responses/<part>.parquet` (the well-formed records, in file order) and
-`raw/vv_response_rejects/<part>.parquet` (the malformed ones, with line and reason). A part is
+`raw_vv_responses/<part>.parquet` (the well-formed records, in file order) and
+`raw_vv_response_rejects/<part>.parquet` (the malformed ones, with line and reason). A part is
 named by the version (file name, version number, content hash) and `PARSER_VERSION`, so a version
 already parsed is never read again and a change of the rules here parses everything again.
 
@@ -233,7 +233,7 @@ def _batch(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.table({name: [r.get(name) for r in rows] for name in schema.names}, schema=schema)
 
 
-# raw/vv_responses: the well-formed records of every file version, one part per version
+# raw_vv_responses: the well-formed records of every file version, one part per version
 RESPONSES_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("step", pa.int64()), ("uid", pa.string()),
     ("sample_idx", pa.int64()), ("response", pa.string()), ("response_digest", pa.string()),
@@ -243,7 +243,7 @@ RESPONSES_SCHEMA = pa.schema([
     # the per-sample metric dict, pred_answer, ..., with doc_id and doc_hash)
     ("tool", pa.string()), ("tool_score", pa.float64()), ("tool_extras", pa.string()),
 ])
-# raw/vv_response_rejects: the malformed ones (and the problems of whole files)
+# raw_vv_response_rejects: the malformed ones (and the problems of whole files)
 RESPONSE_REJECTS_SCHEMA = pa.schema([
     ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int64()),
     ("reason", pa.string()), ("raw", pa.string()),

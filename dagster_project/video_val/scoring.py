@@ -379,7 +379,7 @@ def _fallback_of_block(block: str | None, option_letters: str) -> str | None:
     return fallback_letter(f"{ANSWER_OPEN}{block}{ANSWER_CLOSE}", option_letters)
 
 
-# raw/vv_scored_responses: score_frame's rows, one per well-formed response of a known uid
+# raw_vv_scored_responses: score_frame's rows, one per well-formed response of a known uid
 SCORED_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("step", pa.int64()), ("uid", pa.string()),
     ("sample_idx", pa.int64()), ("data_source", pa.string()), ("option_letters", pa.string()),

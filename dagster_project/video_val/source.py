@@ -53,7 +53,7 @@ def acquire_val_source(source: str, hub_cache: Path) -> ValSource:
     return ValSource(source, str(path), ref.repo_id, ref.revision, sha, files, unknown)
 
 
-# raw/vv_source: one row per val parquet found
+# raw_vv_source: one row per val parquet found
 SOURCE_SCHEMA = pa.schema([
     path_field("source"), path_field("local_path"), ("hub_repo_id", pa.string()),
     ("requested_revision", pa.string()), ("resolved_revision", pa.string()),

@@ -210,7 +210,7 @@ def dump_metrics(rows: dict[str, list[Any]], weights: tuple[float, float]) -> li
     return out
 
 
-# raw/vv_verl_metrics: one part per verl dump version
+# raw_vv_verl_metrics: one part per verl dump version
 VERL_METRICS_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("step", pa.int64()), ("data_source", pa.string()),
     ("metric", pa.string()), ("value", pa.float64()), ("wandb_key", pa.string()),

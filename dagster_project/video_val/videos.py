@@ -1,4 +1,4 @@
-"""One probe per distinct val video (the probe of rvp_media), as raw/vv_videos rows."""
+"""One probe per distinct val video (the probe of rvp_media), as raw_vv_videos rows."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pyarrow as pa
 from dagster_project.media.probe import probe_video_cached
 from dagster_project.tables import path_field
 
-# raw/vv_videos: one probe per distinct video
+# raw_vv_videos: one probe per distinct video
 VIDEOS_SCHEMA = pa.schema([
     path_field("video_path"), ("n_rows", pa.int64()), ("ok", pa.bool_()),
     ("error", pa.string()), ("codec", pa.string()), ("width", pa.int32()),

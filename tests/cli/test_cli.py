@@ -53,7 +53,7 @@ def test_sql_answers_while_a_materialization_runs(demo_warehouse, tmp_path):
     shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
     env = {**os.environ, "BENCHLAKE_HOME": str(home)}
     # a table and the dbt models over it: dbt rebuilds the views of its working database
-    proc = subprocess.Popen([BENCHLAKE, "materialize", "--select", "raw/rvp_media+"], env=env,
+    proc = subprocess.Popen([BENCHLAKE, "materialize", "--select", "raw_rvp_media+"], env=env,
                             stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     answers = 0

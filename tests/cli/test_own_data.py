@@ -107,7 +107,7 @@ def test_own_candidates_with_the_demo_snapshot_get_no_demo_judgments(demo_wareho
     shutil.copytree(one, mine / "veo-sim" / one.name)
     settings = settings_for(home, candidates_dir=str(mine))
     assert settings.default_drop_folders() == {"JUDGMENTS_DIR": home / "drop" / "judgments"}
-    result = materialize(settings, "key:raw/rvp_candidates or key:raw/rvp_judgments",
+    result = materialize(settings, "key:raw_rvp_candidates or key:raw_rvp_judgments",
                          raise_on_error=False)
     assert result.success, [f.message for f in result.failures()]
     assert not (home / "demo" / "judgments").exists()
@@ -262,7 +262,7 @@ def test_every_key_selection_resolves_to_a_runnable_job(tmp_path):
     resources = {"benchlake": BenchlakeSettings.from_settings(settings_for(tmp_path)),
                  "dbt": dbt_resource()}
     readme = readme_selections()
-    assert {"group:rynn_vp", "key:raw/rvp_media+", "group:reports"} <= set(readme)
+    assert {"group:rynn_vp", "key:raw_rvp_media+", "group:reports"} <= set(readme)
     selections = [(f"{pre}key:{key.to_user_string()}{post}", key)
                   for key in sorted(graph.get_all_asset_keys()) if graph.get(key).is_executable
                   for pre, post in (("", ""), ("", "+"), ("+", ""))]
@@ -282,9 +282,9 @@ def test_every_key_selection_resolves_to_a_runnable_job(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("select", "written"), [
-    ("key:raw/vv_responses+", {"vv_response_files", "vv_responses", "vv_response_rejects",
+    ("key:raw_vv_responses+", {"vv_response_files", "vv_responses", "vv_response_rejects",
                            "vv_scored_responses"}),
-    ("key:raw/rvp_judgment_files+", {"rvp_judgment_files", "rvp_judgments", "rvp_hallucinations",
+    ("key:raw_rvp_judgment_files+", {"rvp_judgment_files", "rvp_judgments", "rvp_hallucinations",
                                  "rvp_judgment_rejects", "rvp_gt_compilations", "rvp_stages"}),
 ])
 def test_one_key_of_a_multi_asset_materializes_on_the_demo(demo_warehouse, tmp_path, select,
@@ -293,7 +293,7 @@ def test_one_key_of_a_multi_asset_materializes_on_the_demo(demo_warehouse, tmp_p
     result = materialize(settings, select)
     assert result.success
     done = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
-    assert {f"raw/{name}" for name in written} <= done
+    assert {f"raw_{name}" for name in written} <= done
 
 
 # --- 4. limits per record, not per file ---------------------------------------------------------
@@ -320,7 +320,7 @@ def campaign(demo_warehouse, tmp_path_factory):
                                   "notes": "x" * JUDGMENT_CAP}))
     (drop / "campaign.jsonl").write_text("\n".join(lines) + "\n")
     settings = settings_for(copy_home(demo_warehouse, root / "home"), judgments_dir=str(drop))
-    assert materialize(settings, "key:raw/rvp_judgment_files").success  # the whole multi-asset
+    assert materialize(settings, "key:raw_rvp_judgment_files").success  # the whole multi-asset
     con, _ = connect(settings.home)
     return con, len(lines), (drop / "campaign.jsonl").stat().st_size
 
@@ -400,13 +400,13 @@ def test_failed_materialize_names_each_asset_and_its_error(tmp_path, monkeypatch
     missing = tmp_path / "no-such-candidates"
     home = tmp_path / "home"
     done = cli(monkeypatch, home, "materialize", "--select",
-               "key:raw/rvp_candidates or key:raw/vv_questions",
+               "key:raw_rvp_candidates or key:raw_vv_questions",
                CANDIDATES_DIR=str(missing), VIDEO_VAL_PREFIX_MAP="file:///old-prefix")
     assert done.exit_code == 1
     lines = done.stderr.strip().splitlines()
-    assert (f"benchlake: raw/rvp_candidates failed: FileNotFoundError: CANDIDATES_DIR {missing}: "
+    assert (f"benchlake: raw_rvp_candidates failed: FileNotFoundError: CANDIDATES_DIR {missing}: "
             f"no such folder (input: {missing})") in lines
-    assert ("benchlake: raw/vv_questions failed: ValueError: prefix map item 'file:///old-prefix' "
+    assert ("benchlake: raw_vv_questions failed: ValueError: prefix map item 'file:///old-prefix' "
             "has no '=' (expected OLD=NEW)") in lines
     assert lines[-1].startswith("benchlake: materialization failed in 2 step(s)")
     assert not any("Traceback" in line or "DagsterExecutionStepExecutionError" in line

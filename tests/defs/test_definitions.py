@@ -7,49 +7,49 @@ from dagster_project.warehouse.views import views
 
 # The Python assets (raw tables) and what each declares it reads.
 EXPECTED_DEPS = {
-    "raw/rvp_snapshot": set(),
-    "raw/rvp_checksums": {"raw/rvp_snapshot"},
-    "raw/rvp_media": {"raw/rvp_checksums"},
-    "raw/rvp_cases": {"raw/rvp_checksums", "raw/rvp_media"},
-    "raw/rvp_intervals": {"raw/rvp_checksums", "raw/rvp_media"},
-    "raw/rvp_candidates": {"raw/rvp_cases"},
+    "raw_rvp_snapshot": set(),
+    "raw_rvp_checksums": {"raw_rvp_snapshot"},
+    "raw_rvp_media": {"raw_rvp_checksums"},
+    "raw_rvp_cases": {"raw_rvp_checksums", "raw_rvp_media"},
+    "raw_rvp_intervals": {"raw_rvp_checksums", "raw_rvp_media"},
+    "raw_rvp_candidates": {"raw_rvp_cases"},
     # the one Python asset that needs a SQL rule (Done label, clamping) declares the view
-    "raw/rvp_evidence_frames": {"raw/rvp_cases", "raw/rvp_media", "raw/rvp_checksums",
-                                "raw/rvp_candidates", "rvp_intervals"},
-    "raw/rvp_storyboards": {"raw/rvp_candidates"},
-    "raw/rvp_evaluations": {"raw/rvp_candidates"},
-    "raw/rvp_gt_fingerprints": {"raw/rvp_checksums", "raw/rvp_cases"},
-    "raw/rvp_judgments": {"raw/rvp_cases", "raw/rvp_intervals", "raw/rvp_candidates",
-                          "raw/rvp_evidence_frames", "raw/rvp_storyboards",
-                          "raw/rvp_gt_fingerprints"},
-    "raw/rvp_judge_packets": {"raw/rvp_cases", "raw/rvp_gt_fingerprints",
-                              "raw/rvp_gt_compilations", "raw/rvp_evaluations",
-                              "raw/rvp_evidence_frames", "raw/rvp_intervals",
-                              "raw/rvp_storyboards"},
-    "raw/vv_source": set(),
-    "raw/vv_questions": {"raw/vv_source"},
-    "raw/vv_videos": {"raw/vv_questions"},
-    "raw/vv_frame_plan": {"raw/vv_videos", "raw/vv_questions"},
-    "raw/vv_frames": {"raw/vv_frame_plan", "raw/vv_questions"},
-    "raw/vv_responses": {"raw/vv_questions"},  # verl dumps are resolved against the questions
-    "raw/vv_scored_responses": {"raw/vv_responses", "raw/vv_questions"},
-    "raw/vv_verl_metrics": {"raw/vv_scored_responses"},
+    "raw_rvp_evidence_frames": {"raw_rvp_cases", "raw_rvp_media", "raw_rvp_checksums",
+                                "raw_rvp_candidates", "rvp_intervals"},
+    "raw_rvp_storyboards": {"raw_rvp_candidates"},
+    "raw_rvp_evaluations": {"raw_rvp_candidates"},
+    "raw_rvp_gt_fingerprints": {"raw_rvp_checksums", "raw_rvp_cases"},
+    "raw_rvp_judgments": {"raw_rvp_cases", "raw_rvp_intervals", "raw_rvp_candidates",
+                          "raw_rvp_evidence_frames", "raw_rvp_storyboards",
+                          "raw_rvp_gt_fingerprints"},
+    "raw_rvp_judge_packets": {"raw_rvp_cases", "raw_rvp_gt_fingerprints",
+                              "raw_rvp_gt_compilations", "raw_rvp_evaluations",
+                              "raw_rvp_evidence_frames", "raw_rvp_intervals",
+                              "raw_rvp_storyboards"},
+    "raw_vv_source": set(),
+    "raw_vv_questions": {"raw_vv_source"},
+    "raw_vv_videos": {"raw_vv_questions"},
+    "raw_vv_frame_plan": {"raw_vv_videos", "raw_vv_questions"},
+    "raw_vv_frames": {"raw_vv_frame_plan", "raw_vv_questions"},
+    "raw_vv_responses": {"raw_vv_questions"},  # verl dumps are resolved against the questions
+    "raw_vv_scored_responses": {"raw_vv_responses", "raw_vv_questions"},
+    "raw_vv_verl_metrics": {"raw_vv_scored_responses"},
 }
 EXPECTED_CHECKS = {
-    ("raw/rvp_checksums", "rvp_checksums_verified", True),
-    ("raw/rvp_intervals", "rvp_intervals_per_case_in_range", False),
-    ("raw/rvp_media", "rvp_media_decodes_at_both_ends", False),
-    ("raw/vv_questions", "vv_videos_resolvable", False),
-    ("raw/vv_frame_plan", "vv_frame_plan_within_bounds", False),
-    ("raw/rvp_evaluations", "rvp_evidence_within_budget", True),
+    ("raw_rvp_checksums", "rvp_checksums_verified", True),
+    ("raw_rvp_intervals", "rvp_intervals_per_case_in_range", False),
+    ("raw_rvp_media", "rvp_media_decodes_at_both_ends", False),
+    ("raw_vv_questions", "vv_videos_resolvable", False),
+    ("raw_vv_frame_plan", "vv_frame_plan_within_bounds", False),
+    ("raw_rvp_evaluations", "rvp_evidence_within_budget", True),
 }
 EXPECTED_PARTITIONS = {
-    "raw/rvp_evidence_frames": "rvp_case", "raw/rvp_storyboards": "rvp_case",
-    "raw/rvp_evaluations": "rvp_case", "raw/vv_frames": "static",
+    "raw_rvp_evidence_frames": "rvp_case", "raw_rvp_storyboards": "rvp_case",
+    "raw_rvp_evaluations": "rvp_case", "raw_vv_frames": "static",
 }
 # Raw tables no single asset writes: each stage writes its own part of the rejects; the run
 # markers are written by every run.
-EXTERNAL = {"raw/rvp_rejects", "raw/vv_rejects", "raw/status_markers"}
+EXTERNAL = {"raw_rvp_rejects", "raw_vv_rejects", "raw_status_markers"}
 
 
 def _graph():
@@ -65,7 +65,7 @@ def test_python_assets_snapshot():
     defs, graph, deps, groups = _graph()
     assert {k: v for k, v in deps.items() if k in EXPECTED_DEPS} == EXPECTED_DEPS
     for name in EXPECTED_DEPS:
-        assert groups[name] == ("rynn_vp" if name.startswith("raw/rvp_") else "video_val")
+        assert groups[name] == ("rynn_vp" if name.startswith("raw_rvp_") else "video_val")
     checks = set()
     for check_def in defs.asset_checks:
         for spec in check_def.check_specs:
@@ -89,7 +89,7 @@ def test_every_view_is_an_asset_with_its_lineage_and_group():
     assert len(models) > 80
     assert {"rvp_leaderboard", "rvp_by_scene", "vv_scores", "vv_best_checkpoints",
             "rvp_dataset_stats", "benchlake_status"} <= models.keys()
-    raw = {k for k in deps if k.startswith("raw/")}
+    raw = {k for k in deps if k.startswith("raw_")}
     for name, view in models.items():
         assert name in deps, name  # the view is an asset under its own name
         # upstream: the models it refs, the raw tables it reads (staging only), nothing else

@@ -40,7 +40,7 @@ RAW_ASSETS = ["rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases", "rvp_in
 VIEW_ASSETS = ["stg_rvp_cases", "stg_rvp_intervals", "stg_rvp_media", "rvp_cases",
                "rvp_intervals", "rvp_media", "rvp_interval_overlaps", "rvp_endpoint_excesses",
                "rvp_whitespace_tasks", "rvp_dataset_stats"]
-DEMO_ASSETS = [["raw", k] for k in RAW_ASSETS] + [[k] for k in VIEW_ASSETS]
+DEMO_ASSETS = [[f"raw_{k}"] for k in RAW_ASSETS] + [[k] for k in VIEW_ASSETS]
 GRAPH_NAMES = ["rvp_leaderboard", "rvp_candidate_scores"]
 SCREENSHOT = ARTIFACTS / "ui" / "asset_graph.png"
 WINDOW = (1600, 2100)  # tall: the lineage view zooms to fit the graph's width
@@ -260,7 +260,7 @@ def test_ui_launches_the_demo_materialization(ui_server: UiServer) -> None:
         ... on Asset { assetMaterializations(limit: 1) { runId metadataEntries { __typename label
           ... on IntMetadataEntry { intValue } ... on PathMetadataEntry { path }
           ... on MarkdownMetadataEntry { mdStr } } } } } }"""
-    [event] = graphql(port, materialization, {"path": ["raw", "rvp_cases"]}
+    [event] = graphql(port, materialization, {"path": ["raw_rvp_cases"]}
                       )["assetOrError"]["assetMaterializations"]
     assert event["runId"] == run_id
     entries = {e["label"]: e for e in event["metadataEntries"]}
@@ -287,7 +287,7 @@ def test_ui_launches_the_demo_materialization(ui_server: UiServer) -> None:
     assert ran and all(c["executionForLatestMaterialization"]["status"] == "SUCCEEDED"
                        for c in ran), dbt_checks
 
-    checks = graphql(port, """{ assetCheckExecutions(assetKey: {path: ["raw", "rvp_checksums"]},
+    checks = graphql(port, """{ assetCheckExecutions(assetKey: {path: ["raw_rvp_checksums"]},
         checkName: "rvp_checksums_verified", limit: 1) {
           runId status evaluation { success severity } } }""")["assetCheckExecutions"]
     assert checks and checks[0]["runId"] == run_id, checks
@@ -382,7 +382,7 @@ def test_ui_stops_cleanly_and_keeps_history(ui_server: UiServer) -> None:
         for run_id in ui_server.run_ids:
             run = instance.get_run_by_id(run_id)
             assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS
-        assert instance.get_latest_materialization_event(dg.AssetKey(["raw", "rvp_cases"]))
+        assert instance.get_latest_materialization_event(dg.AssetKey(["raw_rvp_cases"]))
         assert instance.get_latest_materialization_event(dg.AssetKey("rvp_dataset_stats"))
 
 

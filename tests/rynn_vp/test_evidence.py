@@ -258,7 +258,7 @@ def test_only_changed_evaluations_are_extracted_again(demo_warehouse, demo_input
     home = tmp_path / "home"
     shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
     settings = settings_for(home, candidates_dir=str(cands))
-    select = "key:raw/rvp_candidates+ and not kind:dbt and not group:reports"
+    select = "key:raw_rvp_candidates+ and not kind:dbt and not group:reports"
     assert materialize(settings, select).success  # new candidate paths: all extracted
 
     def stamps() -> dict[str, int]:

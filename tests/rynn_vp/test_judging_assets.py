@@ -16,9 +16,9 @@ from dagster_project.runner import materialize
 from dagster_project.warehouse.views import connect
 from tests.conftest import settings_for
 
-JUDGING = ("key:raw/rvp_gt_fingerprints or key:raw/rvp_judgment_files or key:raw/rvp_judgments or "
-           "key:raw/rvp_hallucinations or key:raw/rvp_judgment_rejects or key:raw/rvp_gt_compilations or "
-           "key:raw/rvp_stages or key:raw/rvp_judge_packets")
+JUDGING = ("key:raw_rvp_gt_fingerprints or key:raw_rvp_judgment_files or key:raw_rvp_judgments or "
+           "key:raw_rvp_hallucinations or key:raw_rvp_judgment_rejects or key:raw_rvp_gt_compilations or "
+           "key:raw_rvp_stages or key:raw_rvp_judge_packets")
 
 
 def q(con, sql, params=()):
@@ -213,13 +213,13 @@ def test_packets_are_rebuilt_only_when_their_inputs_change(demo_warehouse, tmp_p
     home = tmp_path / "home"
     shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
     settings = settings_for(home)
-    assert materialize(settings, "key:raw/rvp_judge_packets").success  # packets in this home
+    assert materialize(settings, "key:raw_rvp_judge_packets").success  # packets in this home
     files = sorted(settings.packets_dir.rglob("*.json"))
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
-    assert materialize(settings, "key:raw/rvp_judge_packets").success
+    assert materialize(settings, "key:raw_rvp_judge_packets").success
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files} == before
     files[0].unlink()
-    assert materialize(settings, "key:raw/rvp_judge_packets").success
+    assert materialize(settings, "key:raw_rvp_judge_packets").success
     assert files[0].read_bytes() == before[files[0]][1]  # built again, the same
     # any change to an input table's bytes is a new fingerprint: the packets are built again
     from dagster_project.rynn_vp.packets import inputs_fingerprint, packets_unchanged

@@ -67,7 +67,7 @@ def test_the_asset_reads_each_version_once(demo_warehouse, tmp_path):
     shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
     settings = type(demo_warehouse).from_env({**demo_warehouse.as_env(),
                                               "BENCHLAKE_HOME": str(home)})
-    select = "key:raw/rvp_judgment_files"
+    select = "key:raw_rvp_judgment_files"
     assert materialize(settings, select).success
     parts = {p.name: p.stat().st_mtime_ns for p in settings.judgment_parts_dir.iterdir()}
     tables = {p.name: p.read_bytes() for p in (home / "tables" / "raw").glob("rvp_*.parquet")}

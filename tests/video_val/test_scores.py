@@ -22,8 +22,8 @@ from dagster_project.video_val.scoring import score_response
 from dagster_project.warehouse.views import connect
 from tests.conftest import settings_for
 
-RESPONSES = "key:raw/vv_response_files or key:raw/vv_responses or key:raw/vv_response_rejects or " \
-            "key:raw/vv_scored_responses"
+RESPONSES = "key:raw_vv_response_files or key:raw_vv_responses or key:raw_vv_response_rejects or " \
+            "key:raw_vv_scored_responses"
 
 
 def rows(con, sql, params=()):

@@ -52,7 +52,7 @@ def test_killed_run_leaves_a_visible_partial_table(demo_warehouse, tmp_path):
     n_cases = len(_markers(home, "rvp_evidence_frames"))
     for _attempt in range(5):  # the window is a few seconds; retry if the run outpaced us
         proc = subprocess.Popen([BENCHLAKE, "materialize", "--select",
-                                 "key:raw/rvp_evidence_frames"], env=env, start_new_session=True,
+                                 "key:raw_rvp_evidence_frames"], env=env, start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         killed = False
         while proc.poll() is None:
@@ -85,7 +85,7 @@ def test_killed_run_leaves_a_visible_partial_table(demo_warehouse, tmp_path):
     quiet = run(home, "sql", "SELECT count(*) FROM vv_scores")
     assert quiet.returncode == 0 and "incomplete" not in quiet.stderr
     # finishing the work clears it
-    assert run(home, "materialize", "--select", "key:raw/rvp_evidence_frames").returncode == 0
+    assert run(home, "materialize", "--select", "key:raw_rvp_evidence_frames").returncode == 0
     assert "incomplete" not in run(home, "sql", "SELECT count(*) FROM rvp_evidence_frames").stderr
 
 

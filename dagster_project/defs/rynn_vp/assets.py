@@ -1,7 +1,7 @@
 """Rynn-VP assets: snapshot → checksums → media → cases and intervals → candidates → evidence
 (per case) → GT fingerprints → judgment records → judge packets.
 
-Each asset `raw/<table>` writes `tables/raw/<table>.parquet` (refusals under
+Each asset `raw_<table>` writes `tables/raw/<table>.parquet` (refusals under
 `tables/raw/rvp_rejects/<stage>.parquet`); the logic lives in `dagster_project/rynn_vp/`, the
 views over these tables in `sql/models/rynn_vp/`. Only the evidence reads a view: the Done rule
 and the clamping of `rvp_intervals`, which it declares as a dependency.

@@ -10,7 +10,7 @@ from dagster_project.partitions import RVP_CASE_PARTITIONS, rvp_case_keys
 @dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
 def rvp_case_partitions_sensor(context: dg.SensorEvaluationContext,
                                benchlake: BenchlakeSettings):
-    """Keeps the `rvp_case` partitions equal to the accepted cases of `raw/rvp_cases`."""
+    """Keeps the `rvp_case` partitions equal to the accepted cases of `raw_rvp_cases`."""
     wanted = rvp_case_keys(benchlake.settings())
     have = set(context.instance.get_dynamic_partitions(RVP_CASE_PARTITIONS.name))
     add = [k for k in wanted if k not in have]

@@ -2,7 +2,7 @@
 frame plan qwen-vl-utils 0.0.14 would compute → the planned frames (per data_source); and
 RESPONSES_DIR → responses → scored responses.
 
-Each asset `raw/<table>` writes `tables/raw/<table>.parquet`; the logic lives in
+Each asset `raw_<table>` writes `tables/raw/<table>.parquet`; the logic lives in
 `dagster_project/video_val/`, the views (scores, breakdowns, policies) in `sql/models/video_val/`.
 The source parquets are only read, never modified: the remapped paths are new columns.
 """

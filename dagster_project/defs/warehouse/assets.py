@@ -21,7 +21,7 @@ PREVIEW_ROWS = 10
 
 class Translator(DagsterDbtTranslator):
     """Keys are the model names (the view names users query); groups come from
-    `meta.dagster.group` in dbt_project.yml; raw sources map to the `raw/<table>` assets."""
+    `meta.dagster.group` in dbt_project.yml; raw sources map to the `raw_<table>` assets."""
 
     def get_metadata(self, dbt_resource_props: Mapping[str, Any]) -> Mapping[str, Any]:
         meta = dict(super().get_metadata(dbt_resource_props))
