@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import json
@@ -13,8 +14,8 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable
-from datetime import date, datetime
+from collections.abc import Callable, Iterator
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
@@ -91,45 +92,84 @@ def _render(columns: list[str], rows: list[tuple], fmt: str, title: str | None =
             Console(width=100_000).print(table)
 
 
-def run_materialize(settings: Settings, select: str | None) -> None:
+def run_materialize(settings: Settings, select: str | None, verbose: bool = False) -> None:
+    """One run of the asset job: each step told on stderr as it finishes; dbt's own log (every
+    model and test) goes to a file under `$BENCHLAKE_HOME/logs/`, named at the end, or to the
+    terminal too with `verbose`."""
     from dagster_project.runner import dagster_instance, materialize
+    from dagster_project.warehouse.project import prepare_manifest
 
     started = time.perf_counter()
+    prepare_manifest()
     for setting, folder in settings.default_drop_folders().items():
         err.print(f"{setting} is not set: reading the drop folder {folder} (empty until you put "
                   "files there)", soft_wrap=True, markup=False)
-    result = materialize(settings, select, instance=dagster_instance(settings),
-                         raise_on_error=False, log_level="CRITICAL", launched_by="benchlake cli")
+    log_path = settings.home / "logs" / f"materialize-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    instance = dagster_instance(settings)
+    with log_path.open("w", encoding="utf-8") as log, _dbt_output(log, verbose):
+        result = materialize(settings, select, instance=instance, raise_on_error=False,
+                             launched_by="benchlake cli", progress=True)
     if not result.success:
         failed = result.failures()
         for f in failed:
             where = f" (input: {f.input_file})" if f.input_file else ""
-            err.print(f"benchlake: {', '.join(f.assets)} failed: {f.message}{where}",
+            names = ", ".join(f.assets) if len(f.assets) <= 4 else \
+                f"{f.step} ({len(f.assets)} assets)"
+            err.print(f"benchlake: {names} failed: {f.message}{where}",
                       soft_wrap=True, markup=False)
-        names = "; ".join(", ".join(f.assets) or f.step for f in failed) or "?"
-        raise CliError(f"materialization failed in {len(failed)} step(s) ({names}); the runs "
-                       f"are in `benchlake ui` (Dagster home {settings.dagster_home})")
+        steps = "; ".join(f.step for f in failed) or "?"
+        raise CliError(f"materialization failed in {len(failed)} step(s) ({steps}); run "
+                       f"{result.run_id} is in `benchlake ui`; dbt's log: {log_path}")
     n = len(result.get_asset_materialization_events())
-    err.print(f"materialized {n} asset(s) in {time.perf_counter() - started:.1f}s; "
-              f"catalog: {settings.catalog_path}", soft_wrap=True, markup=False)
+    checks = result.get_asset_check_evaluations()
+    failed_checks = sum(not c.passed for c in checks)
+    err.print(f"materialized {n} asset(s), ran {len(checks)} check(s)"
+              f"{f' ({failed_checks} failed)' if failed_checks else ''} in "
+              f"{time.perf_counter() - started:.1f}s; run {result.run_id}; "
+              f"catalog: {settings.catalog_path}; dbt's log: {log_path}",
+              soft_wrap=True, markup=False)
+
+
+@contextlib.contextmanager
+def _dbt_output(log: Any, verbose: bool) -> Iterator[None]:
+    """dagster-dbt echoes every dbt event on stdout: into `log` (and the terminal if
+    `verbose`) for the block, without colour codes."""
+    saved = os.environ.get("DBT_USE_COLORS")
+    os.environ["DBT_USE_COLORS"] = "false"
+    target = _Tee(log, sys.stdout) if verbose else log
+    try:
+        with contextlib.redirect_stdout(target):
+            yield
+    finally:
+        if saved is None:
+            os.environ.pop("DBT_USE_COLORS", None)
+        else:
+            os.environ["DBT_USE_COLORS"] = saved
+
+
+class _Tee:
+    def __init__(self, *streams: Any) -> None:
+        self.streams = streams
+
+    def write(self, text: str) -> int:
+        for stream in self.streams:
+            stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for stream in self.streams:
+            stream.flush()
 
 
 def query(settings: Settings, sql: str) -> tuple[list[str], list[tuple]]:
-    from dagster_project.warehouse.views import connect
+    from dagster_project.warehouse.catalog import connect
 
-    if not settings.tables_dir.is_dir():
-        raise CliError(f"the warehouse at {settings.home} is empty: run `benchlake materialize` "
-                       "(or `benchlake demo`) first")
-    con, skipped = connect(settings.home)
+    con = connect(settings.home)
     try:
         cur = con.execute(sql)
     except Exception as exc:
-        message = str(exc).strip().splitlines()[0]
-        missing = [v for v in skipped if v in sql]
-        if missing:
-            message += (f" (view(s) {', '.join(missing)} not available yet: their tables are not "
-                        "materialized)")
-        raise CliError(message) from None
+        raise CliError(str(exc).strip().splitlines()[0]) from None
     columns = [d[0] for d in cur.description] if cur.description else []
     rows = cur.fetchall()
     for table, detail in incomplete_tables(con, sql).items():
@@ -178,10 +218,11 @@ class Format(StrEnum):
 
 @app.command()
 @one_line_errors
-def demo() -> None:
+def demo(verbose: Annotated[bool, typer.Option("--verbose", "-v",
+                                                help="stream dbt's log too")] = False) -> None:
     """Build the embedded demo inputs if missing, materialize every asset, print a summary."""
     settings = _settings()
-    run_materialize(settings, "*")  # every asset, the exports included: nothing left unmade
+    run_materialize(settings, "*", verbose)  # every asset, the exports included
     cols, rows = query(settings, "SELECT property, value FROM rvp_dataset_stats")
     _render(cols, rows, "table", title="Rynn-VP dataset statistics (rvp_dataset_stats)")
     cols, rows = query(settings, """
@@ -223,9 +264,11 @@ def demo() -> None:
 @one_line_errors
 def materialize_cmd(
     select: Annotated[str | None, typer.Option("--select", help="Dagster asset selection")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="stream dbt's log too")] = False,
 ) -> None:
-    """Materialize assets (default: all) with the current settings, then rebuild the catalog."""
-    run_materialize(_settings(), select)
+    """Materialize assets (default: all but the exports) and run their checks, as one Dagster
+    run; the views are rebuilt and tested by dbt and the catalog published."""
+    run_materialize(_settings(), select, verbose)
 
 
 @app.command()
@@ -345,7 +388,9 @@ def ui(port: Annotated[int, typer.Option("--port", min=1, max=65535,
               "no results browser yet: `benchlake export` writes one", markup=False,
               soft_wrap=True)
     from dagster_project.runner import dagster_instance
+    from dagster_project.warehouse.project import prepare_manifest
 
+    prepare_manifest()  # the definitions `dagster dev` loads are built from it
     dagster_instance(settings)  # writes dagster.yaml and sets DAGSTER_HOME
     cmd = [sys.executable, "-m", "dagster", "dev", "-h", "127.0.0.1", "-p", str(port),
            "-m", "dagster_project.definitions"]

@@ -1,18 +1,16 @@
-"""Running the asset graph in-process with given settings (used by the CLI and the tests)."""
+"""`benchlake materialize` as a Dagster run: the selection, in Dagster's selection syntax, run as
+one run of the code location's asset job, the one the UI's "Materialize" button launches, so the
+UI lists the run, links its job and can re-execute it."""
 
 from __future__ import annotations
 
 import os
 import re
-import uuid
 from dataclasses import dataclass
 
 import dagster as dg
 
-from dagster_project.defs.resources import BenchlakeSettings
-from dagster_project.partitions import sync_dynamic_partitions
 from dagster_project.settings import Settings
-from dagster_project.status import mark_started
 
 _YAML_MARKER = "# Written by benchlake."
 _DAGSTER_YAML = f"""\
@@ -29,6 +27,9 @@ telemetry:
 nux:
   enabled: false
 """
+# What `materialize` runs when no selection is given: everything but the report exports, which
+# `benchlake export`, the rescoring job and its schedule write (or `--select group:reports`).
+DEFAULT_SELECTION = "not group:reports"
 
 
 def definitions() -> dg.Definitions:
@@ -49,60 +50,117 @@ def dagster_instance(settings: Settings) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(home))
 
 
-class Outcome:
-    """The runs one `materialize` call made (unpartitioned assets, one run per partition set)
-    and the catalog it published, with the few accessors the CLI and tests need."""
+def selected_keys(defs: dg.Definitions, select: str | None) -> list[dg.AssetKey]:
+    """The executable assets `select` names (default: `DEFAULT_SELECTION`), with the whole of
+    every multi-asset that cannot run a part of itself."""
+    graph = defs.resolve_asset_graph()
+    text = select or DEFAULT_SELECTION
+    try:
+        keys = dg.AssetSelection.from_string(text).resolve(graph)
+    except Exception as error:  # noqa: BLE001 - a syntax error or an unknown key
+        raise ValueError(f"--select {text!r}: {_first_line(str(error))}") from None
+    runnable = {k for k in keys if graph.get(k).is_executable}
+    if not runnable:
+        names = sorted(k.to_user_string() for k in keys)
+        raise ValueError(f"--select {text!r} matches no asset that can be materialized"
+                         + (f" (only {', '.join(names)}, written by other assets)" if names
+                            else "; `benchlake ui` lists them, e.g. key:raw_rvp_media+, "
+                            "group:video_val, key:rvp_leaderboard"))
+    for key in list(runnable):
+        assets_def = graph.get(key).assets_def
+        if not assets_def.can_subset:
+            runnable |= set(assets_def.keys)
+    return sorted(runnable)
 
-    def __init__(self, results: list[dg.ExecuteInProcessResult],
-                 catalog_skipped: dict[str, str] | None = None) -> None:
-        self.results = results
-        # views the published catalog left out, with why (their tables are not materialized)
-        self.catalog_skipped = catalog_skipped or {}
+
+def materialize(
+    settings: Settings,
+    select: str | None = None,
+    *,
+    instance: dg.DagsterInstance | None = None,
+    raise_on_error: bool = True,
+    run_config: dict | None = None,
+    launched_by: str = "python",
+    progress: bool = False,
+) -> Outcome:
+    """Materialize `select` (Dagster selection syntax; default everything but the exports) and
+    run every check of what it selects: one run of the asset job, tagged with what launched it
+    (`benchlake/launched_by`) and the selection. With `progress`, the run's steps are told on
+    stderr (the `benchlake_progress` logger) instead of Dagster's console log."""
+    from dagster_project.defs.resources import BenchlakeSettings, dbt_resource
+
+    loaded = definitions()
+    # The code location's definitions with these settings as the resource (the code location
+    # reads the same ones from the environment): the same asset job, the same run as the UI's.
+    defs = dg.Definitions(
+        assets=loaded.assets, asset_checks=loaded.asset_checks, jobs=loaded.jobs,
+        sensors=loaded.sensors, schedules=loaded.schedules, loggers=loaded.loggers,
+        resources={**(loaded.resources or {}),
+                   "benchlake": BenchlakeSettings.from_settings(settings), "dbt": dbt_resource()})
+    keys = selected_keys(defs, select)
+    job = defs.resolve_implicit_global_asset_job_def()
+    config = dict(run_config or {})
+    if progress:
+        config["loggers"] = {"benchlake_progress": {}}
+    result = job.execute_in_process(
+        asset_selection=keys, instance=instance or dg.DagsterInstance.ephemeral(),
+        run_config=config, raise_on_error=raise_on_error,
+        tags={"benchlake/launched_by": launched_by, "benchlake/select": select or "(all)"})
+    return Outcome(result)
+
+
+class Outcome:
+    """The run one `materialize` call made, with the few accessors the CLI and tests need."""
+
+    def __init__(self, result: dg.ExecuteInProcessResult) -> None:
+        self.result = result
 
     @property
     def success(self) -> bool:
-        return all(r.success for r in self.results)
+        return self.result.success
+
+    @property
+    def run_id(self) -> str:
+        return self.result.run_id
 
     @property
     def all_events(self) -> list:
-        return [e for r in self.results for e in r.all_events]
+        return list(self.result.all_events)
 
     def get_asset_materialization_events(self) -> list:
-        return [e for r in self.results for e in r.get_asset_materialization_events()]
+        return list(self.result.get_asset_materialization_events())
 
     def get_asset_check_evaluations(self) -> list:
-        return [e for r in self.results for e in r.get_asset_check_evaluations()]
+        return list(self.result.get_asset_check_evaluations())
 
     def failures(self) -> list[Failed]:
         """What failed, per step: the assets it writes, the first line of the underlying error
         and the input file it concerned when known (a `dg.Failure` with `input_file` metadata,
         or an OSError's file name)."""
         out = []
-        for result in self.results:
-            job = result.job_def
-            for event in result.all_events:
-                if not event.is_step_failure:
-                    continue
-                data = event.event_specific_data
-                error = data.error
-                while error is not None and error.cause is not None:
-                    error = error.cause  # past Dagster's wrapper, to what the asset raised
-                message = _first_line(error.message if error else "unknown error")
-                input_file = None
-                if data.user_failure_data is not None:
-                    message = _first_line(data.user_failure_data.description or message)
-                    entry = data.user_failure_data.metadata.get("input_file")
-                    input_file = str(entry.value) if entry is not None else None
-                if input_file is None:  # an OSError and its kind name the file: "...: /path"
-                    named = _NAMED_PATH.search(message)
-                    input_file = named.group(1) if named else None
-                layer = job.asset_layer
-                assets = sorted(
-                    k.to_user_string() for k in layer.get_selected_entity_keys_for_node(
-                        event.node_handle) if isinstance(k, dg.AssetKey)
-                ) if event.node_handle else []
-                out.append(Failed(event.step_key or "?", assets or [event.step_key or "?"],
-                                  message, input_file))
+        layer = self.result.job_def.asset_layer
+        for event in self.result.all_events:
+            if not event.is_step_failure:
+                continue
+            data = event.event_specific_data
+            error = data.error
+            while error is not None and error.cause is not None:
+                error = error.cause  # past Dagster's wrapper, to what the asset raised
+            message = _first_line(error.message if error else "unknown error")
+            input_file = None
+            if data.user_failure_data is not None:
+                message = _first_line(data.user_failure_data.description or message)
+                entry = data.user_failure_data.metadata.get("input_file")
+                input_file = str(entry.value) if entry is not None else None
+            if input_file is None:  # an OSError and its kind name the file: "...: /path"
+                named = _NAMED_PATH.search(message)
+                input_file = named.group(1) if named else None
+            assets = sorted(
+                k.to_user_string() for k in layer.get_selected_entity_keys_for_node(
+                    event.node_handle) if isinstance(k, dg.AssetKey)
+            ) if event.node_handle else []
+            out.append(Failed(event.step_key or "?", assets or [event.step_key or "?"],
+                              message, input_file))
         return out
 
 
@@ -122,180 +180,3 @@ def _first_line(text: str) -> str:
     first = lines[0] if lines else "unknown error"
     # "FileNotFoundError: CANDIDATES_DIR ...": keep the class name, it says what kind of problem
     return first.removeprefix("dagster._core.definitions.events.Failure: ")
-
-
-def whole_assets(graph: dg.AssetGraph, keys: set[dg.AssetKey]) -> set[dg.AssetKey]:
-    """`keys` plus the sibling keys of every multi-asset that cannot run a subset: one asset
-    function writes all of them together, so a selection of one runs the whole function."""
-    out = set(keys)
-    for key in keys:
-        assets_def = graph.get(key).assets_def
-        if not assets_def.can_subset:
-            out |= set(assets_def.keys)
-    return out
-
-
-_BARE_NAME = re.compile(r"(?<![\w/:\"-])([A-Za-z_]\w*)(?![\w/:\"-])")
-
-
-def with_table_names(graph: dg.AssetGraph, select: str) -> str:
-    """`select` with every bare table name (`rvp_snapshot`) written as its asset key
-    (`raw_rvp_snapshot`): a name that is not itself a key but ends exactly one key."""
-    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    by_name: dict[str, list[str]] = {}
-    for key in keys:
-        by_name.setdefault(key.rsplit("/", 1)[-1], []).append(key)
-
-    def expand(match: re.Match) -> str:
-        name = match.group(1)
-        owners = by_name.get(name, [])
-        return owners[0] if name not in keys and len(owners) == 1 else name
-
-    return _BARE_NAME.sub(expand, select)
-
-
-def resolve_selection(graph: dg.AssetGraph, select: str | None) -> set[dg.AssetKey]:
-    """The asset keys `select` (Dagster selection syntax, where a raw table may also be named
-    without its `raw/` prefix; None: everything but the reports) names, widened to whole
-    multi-assets."""
-    # "Everything" leaves out the report exports: they are written by `benchlake export`, the
-    # rescoring job and its schedule, or an explicit selection such as `group:reports`.
-    selection = (dg.AssetSelection.all() - dg.AssetSelection.groups("reports") if not select
-                 else dg.AssetSelection.from_string(with_table_names(graph, select)))
-    try:
-        keys = selection.resolve(graph)
-    except dg.DagsterInvalidSubsetError as error:
-        raise ValueError(f"--select {select!r}: {_first_line(str(error))}") from None
-    # External assets (tables several stages write, the run markers) are not run themselves.
-    external = {k for k in keys if not graph.get(k).is_executable}
-    keys = set(keys) - external
-    if select and external and not keys:
-        names = ", ".join(sorted(k.to_user_string() for k in external))
-        raise ValueError(f"--select {select!r} names only tables written by other assets "
-                         f"({names}); select the assets that write them")
-    if select and not keys:
-        known = sorted(k.to_user_string() for k in graph.get_all_asset_keys())
-        raise ValueError(f"--select {select!r} matches no asset; assets: {', '.join(known)}")
-    return whole_assets(graph, set(keys))
-
-
-MATERIALIZE_JOB = "benchlake_materialize"
-
-
-def materialize(
-    settings: Settings,
-    select: str | None = None,
-    *,
-    instance: dg.DagsterInstance | None = None,
-    raise_on_error: bool = True,
-    log_level: str = "INFO",
-    run_config: dict | None = None,
-    launched_by: str = "python",
-) -> Outcome:
-    """Materialize `select` (Dagster selection syntax; default everything but the reports),
-    then publish the catalog file (`warehouse.views.publish_catalog`).
-
-    Runs go in waves (`plan_waves`): one run for every unpartitioned asset that does not wait
-    for a partitioned one, then one run per partitioned set over all its partitions (a single-run
-    range; the assets parallelize inside), and again. Every run is the job
-    `benchlake_materialize`, tagged with what launched it (`benchlake/launched_by`) and the
-    selection (`benchlake/select`). Demo inputs are built by the acquisition assets themselves,
-    only for the sources left at their defaults, so a fresh BENCHLAKE_HOME works with any
-    selection."""
-    from dagster_project.defs.resources import dbt_resource
-    from dagster_project.warehouse.views import publish_catalog
-
-    defs = definitions()
-    graph = defs.resolve_asset_graph()
-    keys = resolve_selection(graph, select)
-    instance = instance or dg.DagsterInstance.ephemeral()
-    config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
-    config.update(run_config or {})
-    resources = {"benchlake": BenchlakeSettings.from_settings(settings), "dbt": dbt_resource()}
-    base_tags = {"benchlake/launched_by": launched_by, "benchlake/select": select or "(all)"}
-
-    def run(asset_keys: frozenset[dg.AssetKey], tags: dict[str, str] | None = None,
-            partitions: list[str] | None = None):
-        job = dg.define_asset_job(MATERIALIZE_JOB, selection=dg.AssetSelection.assets(*asset_keys))
-        job_defs = dg.Definitions(assets=defs.assets, asset_checks=defs.asset_checks, jobs=[job],
-                                  resources=resources)
-        run_id = str(uuid.uuid4())  # what Dagster would pick; known before the run starts
-        # Announce the raw tables this run will write, so a run that dies half-way shows
-        # (status.py); views hold no data of their own.
-        for key in asset_keys:
-            if key.path[0].startswith("raw_"):
-                mark_started(settings.home, key.path[-1].removeprefix("raw_"), partitions or [None], run_id)
-        return job_defs.resolve_job_def(MATERIALIZE_JOB).execute_in_process(
-            run_config=config, instance=instance, raise_on_error=raise_on_error,
-            tags={**base_tags, **(tags or {})}, run_id=run_id)
-
-    results: list[dg.ExecuteInProcessResult] = []
-    for wave in plan_waves(graph, keys):
-        if not all(r.success for r in results):
-            break
-        if wave.partitions is None:
-            results.append(run(wave.keys))
-            continue
-        if isinstance(wave.partitions, dg.DynamicPartitionsDefinition):
-            sync_dynamic_partitions(instance, settings)
-            partition_keys = instance.get_dynamic_partitions(wave.partitions.name)
-        else:
-            partition_keys = list(wave.partitions.get_partition_keys())
-        if partition_keys:
-            results.append(run(wave.keys, {
-                "dagster/asset_partition_range_start": partition_keys[0],
-                "dagster/asset_partition_range_end": partition_keys[-1],
-            }, partition_keys))
-    # Also after a failure: the catalog then shows what did land.
-    return Outcome(results, publish_catalog(settings.home))
-
-
-@dataclass(frozen=True)
-class Wave:
-    """One run of `materialize`: assets with one partitions definition (or none)."""
-
-    keys: frozenset[dg.AssetKey]
-    partitions: dg.PartitionsDefinition | None
-
-
-def plan_waves(graph: dg.AssetGraph, keys: set[dg.AssetKey]) -> list[Wave]:
-    """The runs that materialize `keys` in dependency order, as few as the partitions allow:
-    every unpartitioned asset that does not wait for a remaining partitioned one (Dagster orders
-    them inside the run, the dbt models in as many steps as the graph needs), then each
-    partitioned set whose remaining ancestors are all in it, and again."""
-    def pdef_of(key: dg.AssetKey) -> dg.PartitionsDefinition | None:
-        return graph.get(key).partitions_def
-
-    ancestors: dict[dg.AssetKey, set[dg.AssetKey]] = {}
-
-    def ancestors_of(key: dg.AssetKey) -> set[dg.AssetKey]:
-        if key not in ancestors:
-            found: set[dg.AssetKey] = set()
-            for parent in graph.get(key).parent_keys:
-                found |= {parent, *ancestors_of(parent)}
-            ancestors[key] = found
-        return ancestors[key]
-
-    remaining, waves = set(keys), []
-    while remaining:
-        partitioned = {k for k in remaining if pdef_of(k) is not None}
-        plain = {k for k in remaining - partitioned if not (ancestors_of(k) & partitioned)}
-        if plain:
-            waves.append(Wave(frozenset(plain), None))
-            remaining -= plain
-        groups: dict[str, set[dg.AssetKey]] = {}
-        for k in partitioned:
-            groups.setdefault(str(pdef_of(k)), set()).add(k)
-        ready = [g for g in groups.values()
-                 if not any(ancestors_of(k) & (remaining - g) for k in g)]
-        for group in ready:
-            waves.append(Wave(frozenset(group), pdef_of(next(iter(group)))))
-            remaining -= group
-        if not plain and not ready:
-            raise RuntimeError(f"cannot order assets {sorted(map(str, remaining))}")
-    return waves
-
-
-def rvp_evidence_job() -> dg.JobDefinition:
-    """Module-level accessor so `dg.reconstructable` can rebuild the job in other processes."""
-    return definitions().resolve_job_def("rvp_evidence_job")

@@ -47,6 +47,26 @@ def table_files(home: Path, name: str) -> list[Path]:
     return sorted(folder.rglob("*.parquet")) if folder.is_dir() else []
 
 
+def content_version(home: Path, name: str, part: str | None = None) -> str:
+    """A digest of raw table `name` (or of its `part`) as stored: of the bytes of a single file
+    (writes are deterministic, so equal tables have equal versions); for a table kept in parts,
+    of its parts' names and sizes (a part is never rewritten under its name, which holds the key
+    of what it was built from)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    path = table_path(home, name, part)
+    if path.exists():
+        with path.open("rb") as fh:
+            while data := fh.read(1 << 20):
+                digest.update(data)
+        return digest.hexdigest()[:32]
+    folder = path.with_suffix("")
+    for f in sorted(folder.rglob("*.parquet")) if folder.is_dir() else []:
+        digest.update(f"{f.relative_to(folder).as_posix()}\0{f.stat().st_size}\n".encode())
+    return digest.hexdigest()[:32]
+
+
 def connect_raw(home: Path, names: Iterable[str]) -> Any:
     """An in-memory DuckDB where each raw table of `names` is the view `raw.<name>`, its path
     columns absolute. For the Python assets that join their raw inputs: they read tables they
@@ -221,28 +241,6 @@ def rows_to_table(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Ta
     """Rows (dicts) → an Arrow table with exactly `schema` (missing keys become null)."""
     columns = {name: [row.get(name) for row in rows] for name in schema.names}
     return pa.table(columns, schema=schema)
-
-
-def markdown_preview(table: pa.Table | pl.DataFrame, limit: int = 10) -> str:
-    """A small Markdown table of the first rows, for Dagster's materialization metadata."""
-    df = table if isinstance(table, pl.DataFrame) else pl.from_arrow(table)
-    assert isinstance(df, pl.DataFrame)
-    head = df.head(limit)
-    cols = head.columns
-    if not cols:
-        return "_(no columns)_"
-
-    def cell(value: Any) -> str:
-        text = "" if value is None else str(value)
-        text = text.replace("|", "\\|").replace("\n", " ")
-        return text if len(text) <= 60 else text[:57] + "..."
-
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in head.iter_rows():
-        lines.append("| " + " | ".join(cell(v) for v in row) + " |")
-    if df.height > limit:
-        lines.append(f"\n_{df.height - limit} more rows_")
-    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

@@ -1,40 +1,55 @@
-"""The resources (benchlake's settings, dbt) and the helpers every asset uses to write a raw
-table and describe it to the UI."""
+"""The resources (benchlake's settings, dbt) and the helpers every Python asset uses to mark,
+write and describe its raw tables."""
 
-
+import functools
+import importlib.metadata
 import os
+from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
+from typing import Any, Literal
 
 import dagster as dg
 import pyarrow as pa
 from dagster_dbt import DbtCliResource
+from packaging import version
 
 from dagster_project.settings import Settings
-from dagster_project.status import mark_written
-from dagster_project.tables import markdown_preview, read_table, table_path, write_table
-from dagster_project.warehouse.project import SQL_DIR, dbt_executable
+from dagster_project.status import mark_started, mark_written
+from dagster_project.tables import content_version, read_table, table_path, write_table
+from dagster_project.warehouse.previews import markdown_preview
+from dagster_project.warehouse.project import DBT_PROJECT, dbt_executable
 
 
 class BenchlakeSettings(dg.ConfigurableResource):
-    """Where benchlake reads and writes: the settings (`Settings`) by their environment names,
-    as the UI shows them. Built from the environment once (`defs/resources.py`); tests and the
-    runner build it from a `Settings`."""
+    """The settings of the contract (`Settings`), typed, as the UI shows them: read once from
+    the environment when the code location loads (`resources` below); the CLI and tests build it
+    from a `Settings`. Field names are `Settings`' (a test keeps the two equal)."""
 
-    values: dict[str, str]
+    home: str
+    rynn_vp_source: str = ""
+    rynn_vp_media: Literal["full", "metadata"] = "full"
+    video_val_source: str = ""
+    video_val_prefix_map: str = ""
+    video_val_roots: str = ""
+    candidates_dir: str = ""
+    judgments_dir: str = ""
+    responses_dir: str = ""
 
     @classmethod
     def from_settings(cls, s: Settings) -> "BenchlakeSettings":
-        return cls(values=s.as_env())
+        return cls(**{f.name: str(getattr(s, f.name)) for f in fields(s)})
 
     def settings(self) -> Settings:
-        return Settings.from_env(self.values)
+        values = {f.name: getattr(self, f.name) for f in fields(Settings)}
+        return Settings(**{**values, "home": Path(self.home)})
 
     def table_path(self, name: str, part: str | None = None) -> Path:
-        return table_path(self.settings().home, name, part)
+        return table_path(Path(self.home), name, part)
 
     def read(self, name: str, columns: list[str] | None = None) -> pa.Table:
         """Raw table `name` with its path columns absolute (see `tables.read_table`)."""
-        return read_table(self.table_path(name), self.settings().home, columns)
+        return read_table(self.table_path(name), Path(self.home), columns)
 
 
 def raw_key(name: str) -> dg.AssetKey:
@@ -42,39 +57,40 @@ def raw_key(name: str) -> dg.AssetKey:
     return dg.AssetKey(f"raw_{name}")
 
 
+def table_name(key: dg.AssetKey) -> str | None:
+    """The raw table an asset key writes, None for a view."""
+    name = key.path[-1]
+    return name.removeprefix("raw_") if name.startswith("raw_") else None
+
+
+def started(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings) -> None:
+    """Mark every raw table this step writes as started by this run, before it
+    writes anything: if the run dies, `benchlake_status` says the table is incomplete, whatever
+    launched it (CLI, UI, sensor, schedule). Every Python asset calls it first."""
+    for key in context.selected_asset_keys:
+        if (name := table_name(key)) is not None:
+            mark_started(Path(benchlake.home), name, context.run.run_id)
+
+
 def write_and_describe(
-    benchlake: "BenchlakeSettings", name: str, table: pa.Table, **extra: object
+    context: dg.AssetExecutionContext, benchlake: BenchlakeSettings, name: str, table: pa.Table,
+    **extra: object,
 ) -> dg.MaterializeResult:
-    """Write table `name` atomically and return the result the UI shows: rows, path, a
-    preview."""
+    """Write raw table `name` atomically, mark it written, and return what the UI shows: rows,
+    path, a preview, and its data version (a digest of the bytes: equal tables, equal
+    versions, so nothing downstream is stale when a rerun changed nothing)."""
+    home = Path(benchlake.home)
     path = benchlake.table_path(name)
-    write_table(table, path, home=benchlake.settings().home)
-    record_written(benchlake, name, None, table.num_rows)
+    write_table(table, path, home=home)
+    mark_written(home, name, context.run.run_id, table.num_rows)
     metadata: dict[str, object] = {
         "dagster/row_count": table.num_rows,
         "path": dg.MetadataValue.path(str(path)),
         "preview": dg.MetadataValue.md(markdown_preview(table)),
     }
     metadata.update(extra)
-    return dg.MaterializeResult(asset_key=raw_key(name), metadata=metadata)
-
-
-def partition_metadata(home: Path, name: str, part: str, rows: int) -> dict[str, object]:
-    """What the UI shows for one partition of raw table `name`: its own rows, file, preview."""
-    path = table_path(home, name, part)
-    return {"dagster/row_count": rows, "path": dg.MetadataValue.path(str(path)),
-            "preview": dg.MetadataValue.md(markdown_preview(read_table(path, home)))}
-
-
-def record_written(benchlake: "BenchlakeSettings", name: str, partition: str | None,
-                   rows: int, run_id: str | None = None) -> None:
-    """Mark `name` (its `partition`) as written whole by the current run (`status.py`)."""
-    if run_id is None:
-        try:
-            run_id = dg.AssetExecutionContext.get().run.run_id
-        except dg.DagsterInvariantViolationError:  # called outside a run (a test, a notebook)
-            return
-    mark_written(benchlake.settings().home, name, partition, run_id, rows)
+    return dg.MaterializeResult(asset_key=raw_key(name), metadata=metadata,
+                                data_version=dg.DataVersion(content_version(home, name)))
 
 
 def drop_folder_sensor_result(
@@ -101,15 +117,28 @@ def drop_folder_sensor_result(
                            cursor=new_cursor)
 
 
+class BenchlakeDbt(DbtCliResource):
+    """dagster-dbt's dbt CLI resource, without the two things it does per call that benchlake
+    does not use: a `dbt --version` subprocess (the version is the installed dbt-core's) and an
+    in-process dbt adapter (only used to fetch column metadata). Each costs seconds per step."""
+
+    @functools.cached_property
+    def _cli_version(self) -> version.Version:
+        return version.parse(importlib.metadata.version("dbt-core"))
+
+    def _initialize_dbt_core_adapter(self, args: Sequence[str]) -> Any:
+        return None  # dagster-dbt then runs dbt without an adapter handle (none is needed)
+
+
 def dbt_resource() -> DbtCliResource:
     """dbt of this environment over the project in `sql/`."""
-    return DbtCliResource(project_dir=os.fspath(SQL_DIR), profiles_dir=os.fspath(SQL_DIR),
-                          dbt_executable=dbt_executable())
+    return BenchlakeDbt(project_dir=DBT_PROJECT, profiles_dir=os.fspath(DBT_PROJECT.profiles_dir),
+                        dbt_executable=dbt_executable())
 
 
 @dg.definitions
 def resources() -> dg.Definitions:
-    # Environment switching happens here, once, not inside asset bodies.
+    # The environment is read here, once, when the code location loads; never in asset bodies.
     return dg.Definitions(resources={
         "benchlake": BenchlakeSettings.from_settings(Settings.from_env()),
         "dbt": dbt_resource(),

@@ -1,8 +1,7 @@
 """Report exports: every mart as CSV, Parquet, Markdown and JSON, PNG charts, and a manifest.
 
-`export_reports` reads the warehouse through the same in-memory views as `benchlake sql`
-(`warehouse.views.connect`), so it never touches the catalog file a materialization may be
-rewriting.
+`export_reports` reads the published catalog read-only, as `benchlake sql` does
+(`warehouse.catalog.connect`), so a materialization running meanwhile never blocks it.
 Everything is written into a hidden temp folder beside the target and renamed at the end, so a
 half-written export never appears. The same warehouse and stamp give byte-identical files (fixed
 row order, number formatting, chart size/dpi, no PNG timestamps), so exports can be diffed.
@@ -36,7 +35,7 @@ from dagster_project.reports.markdown import (
 )
 from dagster_project.settings import SQL_DIR
 from dagster_project.tables import atomic_write_bytes, write_table
-from dagster_project.warehouse.views import connect, view_names
+from dagster_project.warehouse.catalog import connect, view_names
 
 RVP_REPORT_VIEWS = (
     "rvp_leaderboard", "rvp_by_scene", "rvp_by_source_group", "rvp_metric_means",
@@ -355,7 +354,8 @@ def export_reports(
     empty = ReportError(f"the warehouse at {home} is empty: run `benchlake materialize` first")
     if not (home / "tables").is_dir():
         raise empty
-    con, not_created = connect(home)
+    con = connect(home)
+    not_created: dict[str, str] = {}  # the catalog holds what dbt built, nothing else
     try:
         # One thread: ties in a view's ORDER BY and hash aggregates come out in the same order
         # every time (the marts are small, so this costs little).
@@ -414,7 +414,7 @@ def _write_export(con: duckdb.DuckDBPyConnection, out: Path, home: Path,
         atomic_write_bytes(out / export.files["json"], _dumps(data).encode("utf-8"))
         file_rows.update({name: len(rows) for name in export.files.values()})
         exports[view] = export
-    skipped = {v: not_created.get(v, "view not defined") for v in REPORT_VIEWS
+    skipped = {v: not_created.get(v, "not in the catalog (not materialized)") for v in REPORT_VIEWS
                if v not in available and v not in OPTIONAL_REPORT_VIEWS}
     skipped.update({v: not_created[v] for v in OPTIONAL_REPORT_VIEWS if v in not_created})
     charts = _write_charts(exports, profiles, out / "charts")

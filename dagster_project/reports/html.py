@@ -35,7 +35,7 @@ import duckdb
 
 from dagster_project.reports.charts import safe_name
 from dagster_project.reports.markdown import NULL_MARK, format_number
-from dagster_project.warehouse.views import view_names
+from dagster_project.warehouse.catalog import view_names
 
 TEMPLATES = Path(__file__).with_name("templates")
 QUESTION_TEXT_MAX = 4000  # characters of a response shown in the question browser

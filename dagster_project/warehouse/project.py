@@ -1,10 +1,15 @@
-"""The dbt project in `sql/` and its compiled manifest.
+"""The dbt project in `sql/` and the manifest Dagster reads it from.
 
-The manifest (`sql/target/manifest.json`, git-ignored) is built on demand: `ensure_manifest()`
-compiles the project when any file under `sql/` changed since the last compile (a digest of the
-files and of the dbt version is kept beside it). It is compiled with the warehouse home as the
-placeholder `HOME_PLACEHOLDER`, so one manifest serves every home: `views.py` puts the real home
-in when it creates the views. Dagster reads the same manifest for the model assets and checks.
+`DBT_PROJECT` is the project (dagster-dbt's `DbtProject`); its manifest, `sql/target/
+manifest.json` (git-ignored), is what the Dagster definitions of the views and their checks are
+built from. It is prepared (`dbt parse`) by `prepare_manifest()` when any file under `sql/`
+changed since the last parse (a digest of the files and the dbt version is kept beside it): the
+CLI and the test session call it before loading the definitions, `dagster dev` when it loads
+them. Nothing is parsed when the definitions are merely imported elsewhere: a stale manifest is
+then an error that says what to run.
+
+Every `dbt build` runs against one home's own working copy of the warehouse
+(`warehouse/catalog.py`); parsing needs no home, so it runs with placeholders.
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from dagster_dbt import DbtProject
+
 from dagster_project.settings import SQL_DIR
 
-# Where the home goes in compiled SQL; quoted like any path when substituted (views.py).
-HOME_PLACEHOLDER = "/__BENCHLAKE_HOME__"
+DBT_PROJECT = DbtProject(project_dir=SQL_DIR, profiles_dir=SQL_DIR)
 _GENERATED = {"target", "logs", "dbt_packages"}
+_STAMP = ".benchlake-digest"
 
 
 def dbt_executable() -> str:
@@ -40,13 +47,14 @@ def dbt_executable() -> str:
 
 
 def dbt_env(home: Path | str, database: Path) -> dict[str, str]:
-    """The environment a dbt command over `home` runs with (`sql/profiles.yml` reads both)."""
-    return {**os.environ, "BENCHLAKE_HOME": str(home), "BENCHLAKE_DBT_DATABASE": str(database),
+    """What a dbt command over `home` needs besides this process's environment
+    (`sql/profiles.yml` and the sources read both)."""
+    return {"BENCHLAKE_HOME": str(home), "BENCHLAKE_DBT_DATABASE": str(database),
             "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
 
 
 def project_digest(sql_dir: Path = SQL_DIR) -> str:
-    """What the compiled manifest depends on: every project file and the dbt version."""
+    """What the manifest depends on: every project file and the dbt version."""
     digest = hashlib.sha256(importlib.metadata.version("dbt-core").encode())
     for path in sorted(sql_dir.rglob("*")):
         rel = path.relative_to(sql_dir)
@@ -57,6 +65,7 @@ def project_digest(sql_dir: Path = SQL_DIR) -> str:
 
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (created if missing) for the block, across processes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -66,28 +75,47 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def ensure_manifest(sql_dir: Path = SQL_DIR) -> Path:
-    """`<sql_dir>/target/manifest.json`, compiled now if the project changed since the last
-    compile. Safe to call from several processes at once (a file lock; the others wait and
-    reuse it). `sql_dir` is the project's `sql/` unless a test or a notebook points elsewhere
-    (a copy with other weights, say)."""
+def manifest_is_current(sql_dir: Path = SQL_DIR) -> bool:
     target = sql_dir / "target"
-    manifest, stamp = target / "manifest.json", target / ".benchlake-digest"
-    digest = project_digest(sql_dir)
-    if manifest.exists() and stamp.exists() and stamp.read_text() == digest:
-        return manifest
-    with locked(target / ".compile.lock"):
-        if manifest.exists() and stamp.exists() and stamp.read_text() == digest:
-            return manifest
-        with tempfile.TemporaryDirectory(prefix="benchlake-compile-") as tmp:
+    stamp = target / _STAMP
+    return ((target / "manifest.json").exists() and stamp.exists()
+            and stamp.read_text() == project_digest(sql_dir))
+
+
+def prepare_manifest(sql_dir: Path = SQL_DIR) -> Path:
+    """`<sql_dir>/target/manifest.json`, parsed now if the project changed since. Safe from
+    several processes at once (a file lock; the others wait and reuse it)."""
+    target = sql_dir / "target"
+    if manifest_is_current(sql_dir):
+        return target / "manifest.json"
+    with locked(target / ".parse.lock"):
+        if manifest_is_current(sql_dir):
+            return target / "manifest.json"
+        with tempfile.TemporaryDirectory(prefix="benchlake-parse-") as tmp:
+            env = {**os.environ, **dbt_env("/__BENCHLAKE_HOME__", Path(tmp) / "benchlake.duckdb")}
             done = subprocess.run(
-                [dbt_executable(), "compile", "--project-dir", str(sql_dir), "--profiles-dir",
+                [dbt_executable(), "parse", "--project-dir", str(sql_dir), "--profiles-dir",
                  str(sql_dir), "--target-path", str(target), "--log-path",
-                 str(Path(tmp) / "logs"), "--quiet"],
-                env=dbt_env(HOME_PLACEHOLDER, Path(tmp) / "benchlake.duckdb"),
-                capture_output=True, text=True, check=False)
+                 str(Path(tmp) / "logs"), "--quiet", "--no-partial-parse"],
+                env=env, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
-            raise RuntimeError(f"dbt could not compile {sql_dir}:\n" + "\n".join(tail))
-        stamp.write_text(digest)
-    return manifest
+            raise RuntimeError(f"dbt could not parse {sql_dir}:\n" + "\n".join(tail))
+        (target / _STAMP).write_text(project_digest(sql_dir))
+    return target / "manifest.json"
+
+
+def current_manifest() -> Path:
+    """The manifest the definitions are built from: prepared here under `dagster dev` (as
+    dagster-dbt's `prepare_if_dev` does), otherwise it must be current already."""
+    if os.environ.get("DAGSTER_IS_DEV_CLI"):
+        return prepare_manifest()
+    if not manifest_is_current():
+        raise RuntimeError(
+            f"the dbt manifest in {SQL_DIR / 'target'} is missing or older than sql/: any "
+            "`benchlake` command prepares it (or `python -m dagster_project.warehouse.project`)")
+    return DBT_PROJECT.manifest_path
+
+
+if __name__ == "__main__":
+    print(prepare_manifest())

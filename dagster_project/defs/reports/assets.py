@@ -3,11 +3,11 @@
 import dagster as dg
 
 from dagster_project.defs.resources import BenchlakeSettings
-from dagster_project.warehouse.views import views
+from dagster_project.warehouse.catalog import marts
 
 # What the exports read: every mart of the dbt project (the models outside staging and
 # intermediate), so the export runs after the views it writes out were rebuilt and tested.
-MARTS = [dg.AssetKey(v.name) for v in views() if not v.name.startswith(("stg_", "int_"))]
+MARTS = [dg.AssetKey(name) for name in marts()]
 
 
 @dg.asset(group_name="reports", kinds={"csv", "json", "parquet"}, deps=MARTS)

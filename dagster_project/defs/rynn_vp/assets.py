@@ -11,19 +11,18 @@ import dataclasses
 import os
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pyarrow.parquet as pq
-from tqdm import tqdm
 
 from dagster_project.defs.resources import (
     BenchlakeSettings,
-    partition_metadata,
     raw_key,
+    started,
     write_and_describe,
 )
 from dagster_project.dropfolder import VERSIONS_SCHEMA, archive_versions, versions_of
-from dagster_project.partitions import RVP_CASE_PARTITIONS, rvp_case_keys
 from dagster_project.rynn_vp.candidates import CANDIDATES_SCHEMA, scan_candidates
 from dagster_project.rynn_vp.checksums import (
     CHECKSUMS_SCHEMA,
@@ -35,7 +34,12 @@ from dagster_project.rynn_vp.checksums import (
     parse_sha256sums,
     verify_snapshot,
 )
-from dagster_project.rynn_vp.evidence import EVIDENCE_TABLES, CaseInputs, build_case_evidence
+from dagster_project.rynn_vp.evidence import (
+    EVIDENCE_TABLES,
+    MAX_SOURCE_FRAMES,
+    CaseInputs,
+    build_case_evidence,
+)
 from dagster_project.rynn_vp.fingerprint import (
     FINGERPRINTS_SCHEMA,
     GT_INPUT_FILES,
@@ -70,6 +74,7 @@ from dagster_project.status import mark_written
 from dagster_project.tables import (
     Reject,
     connect_raw,
+    content_version,
     read_table,
     rejects_table,
     rows_to_table,
@@ -77,7 +82,7 @@ from dagster_project.tables import (
     table_path,
     write_table,
 )
-from dagster_project.warehouse.views import connect
+from dagster_project.warehouse import catalog
 
 GROUP = "rynn_vp"
 
@@ -102,13 +107,14 @@ def rvp_snapshot(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     """The Rynn-VP snapshot to read: a local folder or `hf://datasets/<repo>@<rev>` (downloaded
     with huggingface_hub, limited to metadata when RYNN_VP_MEDIA=metadata). Records the source
     and the revision actually resolved."""
+    started(context, benchlake)
     s = benchlake.settings()
     if s.uses_demo_rynn_vp():
         _demo().ensure_rynn_vp_demo(s)
     snap = acquire_snapshot(s.rynn_vp_source_or_demo(), s.rynn_vp_media, s.hub_cache_dir)
     context.log.info(f"snapshot at {snap.local_path} (revision {snap.resolved_revision})")
     table = rows_to_table([dataclasses.asdict(snap)], SNAPSHOT_SCHEMA)
-    return write_and_describe(benchlake, "rvp_snapshot", table,
+    return write_and_describe(context, benchlake, "rvp_snapshot", table,
                               resolved_revision=snap.resolved_revision or "local folder")
 
 
@@ -117,6 +123,7 @@ def rvp_snapshot(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
 def rvp_checksums(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Every file of the snapshot against SHA256SUMS.txt (streamed, in parallel, with a progress
     bar): ok, mismatch, missing, not_downloaded (metadata mode) or unlisted."""
+    started(context, benchlake)
     root, media_mode = snapshot_root(benchlake.settings().home)
 
     def absent_ok(rel: str) -> bool:
@@ -153,7 +160,8 @@ def rvp_checksums(context: dg.AssetExecutionContext, benchlake: BenchlakeSetting
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
-    return write_and_describe(benchlake, "rvp_checksums", rows_to_table(rows, CHECKSUMS_SCHEMA),
+    return write_and_describe(context, benchlake,
+        "rvp_checksums", rows_to_table(rows, CHECKSUMS_SCHEMA),
                               status_counts=dg.MetadataValue.json(counts),
                               manifest_found=not any(r.source_file == "SHA256SUMS.txt"
                                                      for r in rejects),
@@ -164,6 +172,7 @@ def rvp_checksums(context: dg.AssetExecutionContext, benchlake: BenchlakeSetting
 def rvp_media(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """A PyAV probe of every gt.mp4 without a full decode (metadata duration, decodable range,
     fps, frame count, size, codec, first/last frame decode) and the size of initial.png."""
+    started(context, benchlake)
     root, _ = snapshot_root(benchlake.settings().home)
     rows, rejects = [], []
     cache = benchlake.settings().cache_dir
@@ -173,7 +182,7 @@ def rvp_media(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
                 rows.append(row)
             rejects.extend(rej)
     _write_rejects(benchlake, "rvp_media", rejects)
-    return write_and_describe(benchlake, "rvp_media", rows_to_table(rows, MEDIA_SCHEMA),
+    return write_and_describe(context, benchlake, "rvp_media", rows_to_table(rows, MEDIA_SCHEMA),
                               rejects=len(rejects))
 
 
@@ -191,6 +200,7 @@ def rvp_media(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
 def rvp_cases_and_intervals(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Parses every case folder. A case with any problem here, a failed checksum, or media that
     does not decode is left out whole; each problem is in rvp_rejects."""
+    started(context, benchlake)
     root, media_mode = snapshot_root(benchlake.settings().home)
     bad_elsewhere = set()
     for stage in ("rvp_checksums", "rvp_media"):
@@ -206,10 +216,10 @@ def rvp_cases_and_intervals(context: dg.AssetExecutionContext, benchlake: Benchl
     if not cases:
         context.log.warning(f"no case of {root} was accepted; see rvp_rejects")
     _write_rejects(benchlake, "rvp_cases", rejects)
-    yield write_and_describe(benchlake, "rvp_cases", rows_to_table(cases, CASES_SCHEMA),
+    yield write_and_describe(context, benchlake, "rvp_cases", rows_to_table(cases, CASES_SCHEMA),
                              rejects=len(rejects),
                              excluded_by_other_stages=len(bad_elsewhere - {None}))
-    yield write_and_describe(benchlake, "rvp_intervals",
+    yield write_and_describe(context, benchlake, "rvp_intervals",
                              rows_to_table(intervals, INTERVALS_SCHEMA))
 
 
@@ -222,21 +232,28 @@ def rvp_candidates(context: dg.AssetExecutionContext, benchlake: BenchlakeSettin
     """Candidates found under CANDIDATES_DIR: `<system>/<case_id>/candidate.mp4` (video) or
     `<system>/<case_id>/steps/<step_id>.(png|jpg)` (ordered images), with fingerprints,
     durations / step counts; every other file there is a reject with its reason."""
+    started(context, benchlake)
     s = benchlake.settings()
     if s.uses_demo_candidates():
         _demo().ensure_candidates_demo(s)
     root = s.open_drop_folder("CANDIDATES_DIR")
-    rows, rejects = scan_candidates(root, set(rvp_case_keys(s)), s.cache_dir)
+    rows, rejects = scan_candidates(root, set(_accepted_cases(benchlake)), s.cache_dir)
     _write_rejects(benchlake, "rvp_candidates", rejects)
-    return write_and_describe(benchlake, "rvp_candidates", rows_to_table(rows, CANDIDATES_SCHEMA),
+    return write_and_describe(context, benchlake,
+        "rvp_candidates", rows_to_table(rows, CANDIDATES_SCHEMA),
                               systems=len({r["system"] for r in rows}), rejects=len(rejects))
+
+
+def _accepted_cases(benchlake: BenchlakeSettings) -> list[str]:
+    """The case ids `raw_rvp_cases` accepted."""
+    return sorted(benchlake.read("rvp_cases", ["case_id"]).column(0).to_pylist())
 
 
 def _case_inputs(benchlake: BenchlakeSettings, case_ids: list[str]) -> list[CaseInputs]:
     """Each case's inputs: its files and digests, its candidates, and its intervals with the Done
     rule and the clamped extraction times of the `rvp_intervals` view (the rule lives there)."""
     home = benchlake.settings().home
-    con, _ = connect(home, only={"rvp_intervals"})
+    con = catalog.connect(home)
     root, _ = snapshot_root(home)
     sums = {r["rel_path"]: r["actual_sha256"] for r in benchlake.read("rvp_checksums").to_pylist()}
     media = {r["case_id"]: (r["first_frame_s"], r["last_frame_s"])
@@ -278,7 +295,7 @@ def _previous_evidence(home: Path, case_id: str) -> dict[str, dict]:
     return out
 
 
-def _build_and_write(inp: CaseInputs, home: str, run_id: str) -> dict[str, int]:
+def _build_and_write(inp: CaseInputs, home: str) -> dict[str, Any]:
     """One case, in a worker process: extract what changed, then write its three tables and
     rejects (only when something changed: an unchanged case keeps its files, byte for byte)."""
     from dagster_project.settings import Settings
@@ -295,12 +312,11 @@ def _build_and_write(inp: CaseInputs, home: str, run_id: str) -> dict[str, int]:
         if changed:
             write_table(rows_to_table(out[key], schema), table_path(s.home, table, inp.case_id),
                         home=s.home)
-        mark_written(s.home, table, inp.case_id, run_id, len(out[key]))
     if changed:
         write_table(rejects_table(Reject(stored_path(r["source_file"], s.home) or "",
                                          r["reason"], r["case_id"], r["stage"])
                                   for r in out["rejects"]), reject_path)
-    return {k: len(v) for k, v in out.items()}
+    return {k: (len(v) if isinstance(v, list) else v) for k, v in out.items()}
 
 
 _EVIDENCE_KEY = {"rvp_evidence_frames": "frames", "rvp_storyboards": "storyboards",
@@ -309,44 +325,79 @@ _EVIDENCE_KEY = {"rvp_evidence_frames": "frames", "rvp_storyboards": "storyboard
 
 @dg.multi_asset(
     group_name=GROUP,
-    partitions_def=RVP_CASE_PARTITIONS,
-    backfill_policy=dg.BackfillPolicy.single_run(),
     specs=[
-        dg.AssetSpec(raw_key("rvp_evidence_frames"), kinds={"parquet"}, skippable=True,
+        dg.AssetSpec(raw_key("rvp_evidence_frames"), kinds={"parquet"},
                      deps=[raw_key("rvp_cases"), raw_key("rvp_media"), raw_key("rvp_checksums"),
                            raw_key("rvp_candidates"), dg.AssetKey("rvp_intervals")],
                      description="Every source frame a judge sees, with provenance: S0, GT "
                      "anchors, candidate panels or steps."),
-        dg.AssetSpec(raw_key("rvp_storyboards"), kinds={"parquet"}, skippable=True,
+        dg.AssetSpec(raw_key("rvp_storyboards"), kinds={"parquet"},
                      deps=[raw_key("rvp_candidates")],
                      description="Five 2x3 storyboards of the 30 panels per video candidate."),
-        dg.AssetSpec(raw_key("rvp_evaluations"), kinds={"parquet"}, skippable=True,
+        dg.AssetSpec(raw_key("rvp_evaluations"), kinds={"parquet"},
                      deps=[raw_key("rvp_candidates")],
                      description="One row per evaluation: clip boundaries, truncation, steps "
                      "shown, evidence gaps, extra evidence."),
     ],
+    check_specs=[dg.AssetCheckSpec(
+        "rvp_evidence_within_budget", asset=raw_key("rvp_evaluations"), blocking=True,
+        description=f"No evaluation uses more than the card's {MAX_SOURCE_FRAMES} source "
+        "frames.")],
 )
 def rvp_evidence(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
-    """The card's evidence policy per case (≤ 50 source frames per evaluation). Each case is its
-    own partition with its own counts and preview. An evaluation whose inputs (candidate, GT,
+    """The card's evidence policy for every evaluation (system x case), ≤ 50 source frames each,
+    one part per case fanned out over two processes. An evaluation whose inputs (candidate, GT,
     intervals, `EVIDENCE_POLICY_VERSION`) are unchanged is not decoded again: its
     `inputs_fingerprint` matches (`evaluations_extracted` says how many were)."""
+    started(context, benchlake)
     s = benchlake.settings()
-    inputs = _case_inputs(benchlake, list(context.partition_keys))
+    inputs = _case_inputs(benchlake, _accepted_cases(benchlake))
+    totals = {"frames": 0, "storyboards": 0, "evaluations": 0, "extracted": 0}
     workers = min(2, os.cpu_count() or 1, max(1, len(inputs)))
-    with ProcessPoolExecutor(max_workers=workers) as pool, tqdm(
-            total=len(inputs), desc="evidence frames", unit="case", disable=None) as bar:
-        for inp, counts in zip(inputs, pool.map(_build_and_write, inputs,
-                                                [str(s.home)] * len(inputs),
-                                                [context.run.run_id] * len(inputs)),
-                               strict=True):
-            for table, key in _EVIDENCE_KEY.items():
-                metadata = partition_metadata(s.home, table, inp.case_id, counts[key])
-                if table == "rvp_evaluations":
-                    metadata["evaluations_extracted"] = counts["extracted"]
-                yield dg.AssetMaterialization(asset_key=raw_key(table), partition=inp.case_id,
-                                              metadata=metadata)
-            bar.update(1)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        results = pool.map(_build_and_write, inputs, [str(s.home)] * len(inputs))
+        for done, counts in enumerate(results, 1):
+            for k in totals:
+                totals[k] += counts[k]
+            if done % 25 == 0 or done == len(inputs):
+                context.log.info(f"evidence: {done}/{len(inputs)} cases, "
+                                 f"{totals['extracted']} evaluations extracted")
+    wanted = {inp.case_id for inp in inputs}
+    for table in (*EVIDENCE_TABLES, "rvp_rejects/rvp_evidence"):
+        folder = table_path(s.home, table, "_").parent
+        for part in folder.glob("*.parquet") if folder.is_dir() else []:
+            if part.stem not in wanted:  # a case no longer accepted
+                part.unlink()
+    for table, key in _EVIDENCE_KEY.items():
+        mark_written(s.home, table, context.run.run_id, totals[key])
+        extra = {"evaluations_extracted": totals["extracted"]} if key == "evaluations" else {}
+        yield dg.MaterializeResult(
+            asset_key=raw_key(table),
+            metadata={"dagster/row_count": totals[key], "cases": len(inputs),
+                      "path": dg.MetadataValue.path(str(table_path(s.home, table, "_").parent)),
+                      **extra},
+            data_version=dg.DataVersion(content_version(s.home, table)))
+    yield _budget_check(s.home)
+
+
+def _budget_check(home: Path) -> dg.AssetCheckResult:
+    con = connect_raw(home, ["rvp_evaluations"])
+    over, worst = con.execute(
+        f"SELECT count(*) FILTER (WHERE n_source_frames > {MAX_SOURCE_FRAMES}), "
+        "max(n_source_frames) FROM raw.rvp_evaluations").fetchone()
+    return dg.AssetCheckResult(asset_key=raw_key("rvp_evaluations"),
+                               check_name="rvp_evidence_within_budget", passed=not over,
+                               metadata={"max_source_frames": worst or 0, "over_budget": over})
+
+
+# Refusals are written by each stage into its own part (`tables/raw/rvp_rejects/<stage>.parquet`,
+# the evidence one part per case): a table no single asset writes, declared with its writers.
+rvp_rejects = dg.AssetSpec(
+    raw_key("rvp_rejects"), group_name=GROUP, kinds={"parquet"},
+    deps=[raw_key(t) for t in ("rvp_checksums", "rvp_media", "rvp_cases", "rvp_candidates",
+                               "rvp_evaluations")],
+    description="Every input the Rynn-VP ingest refused, with the file and why: one part per "
+    "stage that refused it (checksums, media, cases, candidates, evidence per case).")
 
 
 # --- judging -----------------------------------------------------------------------------------
@@ -358,6 +409,7 @@ def rvp_gt_fingerprints(context: dg.AssetExecutionContext, benchlake: BenchlakeS
     """The GT compilation cache key of every accepted case: SHA-256 over the digests of its four
     files and the prompt version in effect (the Skill's prompts if the snapshot has them, else
     the project's templates)."""
+    started(context, benchlake)
     home = benchlake.settings().home
     prompts = load_prompts(snapshot_root(home)[0])
     digests: dict[str, dict[str, str]] = {}
@@ -374,7 +426,7 @@ def rvp_gt_fingerprints(context: dg.AssetExecutionContext, benchlake: BenchlakeS
         rows.append({"case_id": case_id, "fingerprint": gt_fingerprint(d, prompts.version),
                      "prompt_version": prompts.version, "prompt_source": prompts.source,
                      **{f"{n.replace('.', '_')}_sha256": d[n] for n in GT_INPUT_FILES}})
-    return write_and_describe(benchlake, "rvp_gt_fingerprints",
+    return write_and_describe(context, benchlake, "rvp_gt_fingerprints",
                               rows_to_table(rows, FINGERPRINTS_SCHEMA),
                               prompt_version=prompts.version, prompt_source=prompts.source)
 
@@ -428,6 +480,7 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     (validated; the final attempt per system/case/judge run chosen; the rest kept for audit),
     their hallucinations, recorded GT compilations (gt_compilations/), the stages each
     evaluation ran, and every refused record with its file, line, reason and raw text."""
+    started(context, benchlake)
     s = benchlake.settings()
     if s.uses_demo_judgments():
         _demo().ensure_judgments_demo(s)
@@ -449,7 +502,8 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     for name, schema in JUDGMENT_RECORD_TABLES.items():
         extra = ({"duplicates_ignored": result.duplicates, "file_versions_checked": len(written)}
                  if name == "rvp_judgments" else {})
-        yield write_and_describe(benchlake, name, rows_to_table(tables[name], schema), **extra)
+        yield write_and_describe(context, benchlake,
+            name, rows_to_table(tables[name], schema), **extra)
 
 
 @dg.asset(key=raw_key("rvp_judge_packets"), group_name=GROUP, kinds={"parquet", "json"},
@@ -457,13 +511,15 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
 def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """One packet per (system, case, role) for the five candidate roles, and one GT compilation
     packet per case: JSON plus the evidence files it names, under `$BENCHLAKE_HOME/packets/`."""
+    started(context, benchlake)
     s = benchlake.settings()
     root = snapshot_root(s.home)[0]
     fingerprint, kept = kept_packets(s.home, s.packets_dir, root,
                                      benchlake.table_path("rvp_judge_packets"))
     if kept is not None:
-        return write_and_describe(benchlake, "rvp_judge_packets", kept, rebuilt=False,
+        return write_and_describe(context, benchlake, "rvp_judge_packets", kept, rebuilt=False,
                                   packets_dir=dg.MetadataValue.path(str(s.packets_dir)))
     rows = build_packets(s.home, s.packets_dir, root, fingerprint=fingerprint)
-    return write_and_describe(benchlake, "rvp_judge_packets", rows_to_table(rows, PACKETS_SCHEMA),
+    return write_and_describe(context, benchlake,
+        "rvp_judge_packets", rows_to_table(rows, PACKETS_SCHEMA),
                               rebuilt=True, packets_dir=dg.MetadataValue.path(str(s.packets_dir)))

@@ -5,7 +5,6 @@ import dagster as dg
 import polars as pl
 
 from dagster_project.defs.resources import BenchlakeSettings, raw_key
-from dagster_project.rynn_vp.evidence import MAX_SOURCE_FRAMES
 
 
 @dg.asset_check(asset=raw_key("rvp_checksums"), blocking=True)
@@ -59,16 +58,3 @@ def rvp_media_decodes_at_both_ends(benchlake: BenchlakeSettings) -> dg.AssetChec
                       f"- `{c}`: {e}" for c, e in bad.select("case_id", "error").iter_rows()
                   ) or "-")},
     )
-
-
-@dg.asset_check(asset=raw_key("rvp_evaluations"), blocking=True)
-def rvp_evidence_within_budget(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
-    """No evaluation uses more than the card's 50 source frames."""
-    from dagster_project.tables import connect_raw
-
-    con = connect_raw(benchlake.settings().home, ["rvp_evaluations"])
-    over, worst = con.execute(
-        f"SELECT count(*) FILTER (WHERE n_source_frames > {MAX_SOURCE_FRAMES}), "
-        "max(n_source_frames) FROM raw.rvp_evaluations").fetchone()
-    return dg.AssetCheckResult(passed=not over, metadata={"max_source_frames": worst or 0,
-                                                          "over_budget": over})

@@ -14,19 +14,18 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 import pyarrow.parquet as pq
-from tqdm import tqdm
 
 from dagster_project.defs.resources import (
     BenchlakeSettings,
-    partition_metadata,
     raw_key,
-    record_written,
+    started,
     write_and_describe,
 )
 from dagster_project.dropfolder import VERSIONS_SCHEMA, archive_versions, versions_of
-from dagster_project.partitions import VV_SOURCE_PARTITIONS
+from dagster_project.status import mark_written
 from dagster_project.tables import (
     connect_raw,
+    content_version,
     rows_to_table,
     stored_path,
     table_files,
@@ -56,7 +55,7 @@ from dagster_project.video_val.responses import ResponseFile
 from dagster_project.video_val.schema import SOURCES
 from dagster_project.video_val.source import SOURCE_SCHEMA, acquire_val_source
 from dagster_project.video_val.videos import VIDEOS_SCHEMA, probe_row
-from dagster_project.warehouse.views import connect
+from dagster_project.warehouse import catalog
 
 GROUP = "video_val"
 
@@ -79,6 +78,7 @@ def _write_val_rejects(benchlake: BenchlakeSettings, stage: str, rejects: list[d
 def vv_source(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Where the val parquets come from: a folder (any subset of the three files) or
     `hf://datasets/<repo>@<rev>` (parquets and docs only; the revision is pinned and recorded)."""
+    started(context, benchlake)
     s = benchlake.settings()
     if s.uses_demo_video_val():
         _demo().ensure_video_val_demo(s)
@@ -92,7 +92,7 @@ def vv_source(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
             for name, path in sorted(src.files.items())]
     for name in src.unknown_files:
         context.log.warning(f"{name}: not one of the published parquet names; ignored")
-    return write_and_describe(benchlake, "vv_source", rows_to_table(rows, SOURCE_SCHEMA),
+    return write_and_describe(context, benchlake, "vv_source", rows_to_table(rows, SOURCE_SCHEMA),
                               unknown_files=dg.MetadataValue.json(src.unknown_files))
 
 
@@ -102,6 +102,7 @@ def vv_questions(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     option letters parsed from the user message, ground truth, extra_info flattened, video
     settings, source file and fingerprint, and the video path remapped per
     VIDEO_VAL_PREFIX_MAP (new columns; the parquets are never modified)."""
+    started(context, benchlake)
     s = benchlake.settings()
     prefix_map = parse_prefix_map(s.video_val_prefix_map_or_demo())
     roots = video_roots(prefix_map, s.video_val_roots)
@@ -124,7 +125,8 @@ def vv_questions(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["data_source"]] = counts.get(r["data_source"], 0) + 1
-    return write_and_describe(benchlake, "vv_questions", rows_to_table(rows, QUESTIONS_SCHEMA),
+    return write_and_describe(context, benchlake,
+        "vv_questions", rows_to_table(rows, QUESTIONS_SCHEMA),
                               rows_per_source=dg.MetadataValue.json(counts),
                               rejects=sum(r["action"] != "noted" for r in rejects),
                               notes=sum(r["action"] == "noted" for r in rejects))
@@ -135,6 +137,7 @@ def vv_videos(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """One PyAV probe per distinct (remapped) video inside the video roots, the same probe as
     rvp_media; a missing or unreadable file is a row with `ok = false` and the reason. Paths
     outside the roots are never opened (`vv_unresolved_videos` lists them)."""
+    started(context, benchlake)
     counts: dict[str, int] = {}
     for q in benchlake.read("vv_questions").to_pylist():
         if q["video_in_roots"]:
@@ -142,7 +145,7 @@ def vv_videos(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     with ThreadPoolExecutor(max_workers=2) as pool:
         cache = benchlake.settings().cache_dir
         rows = list(pool.map(lambda p: probe_row(p, counts[p], cache), sorted(counts)))
-    return write_and_describe(benchlake, "vv_videos", rows_to_table(rows, VIDEOS_SCHEMA),
+    return write_and_describe(context, benchlake, "vv_videos", rows_to_table(rows, VIDEOS_SCHEMA),
                               failed=sum(not r["ok"] for r in rows))
 
 
@@ -157,6 +160,7 @@ def vv_frame_plan(context: dg.AssetExecutionContext, config: FramePlanConfig,
     """Exactly what qwen-vl-utils 0.0.14 computes for each video under its row's settings:
     nframes, the frame indices, sample_fps and the resized size. Total frames and fps come from
     the probe (demux frame count, average rate); a video that cannot be planned gets a reason."""
+    started(context, benchlake)
     videos = {v["video_path"]: v for v in benchlake.read("vv_videos").to_pylist()}
     keys = sorted({(q["video_path"], q["fps"], q["max_frames"], q["min_pixels"], q["max_pixels"])
                    for q in benchlake.read("vv_questions").to_pylist() if q["video_in_roots"]},
@@ -180,60 +184,71 @@ def vv_frame_plan(context: dg.AssetExecutionContext, config: FramePlanConfig,
                        resized_width=plan.resized_width,
                        max_pixels_used=plan.max_pixels_used, error=plan.error)
         rows.append(row)
-    return write_and_describe(benchlake, "vv_frame_plan", rows_to_table(rows, FRAME_PLAN_SCHEMA),
+    return write_and_describe(context, benchlake,
+        "vv_frame_plan", rows_to_table(rows, FRAME_PLAN_SCHEMA),
                               unplannable=sum(r.get("error") is not None for r in rows))
 
 
 
 @dg.asset(key=raw_key("vv_frames"), group_name=GROUP, kinds={"parquet"},
-          deps=[vv_frame_plan, vv_questions], partitions_def=VV_SOURCE_PARTITIONS,
-          backfill_policy=dg.BackfillPolicy.single_run(), output_required=False)
+          deps=[vv_frame_plan, vv_questions])
 def vv_frames(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
-    """The planned frames of every planned video of a data_source, at the planned size."""
+    """The planned frames of every planned video, at the planned size: one part per
+    data_source, the videos fanned out over two processes."""
+    started(context, benchlake)
     s = benchlake.settings()
     con = connect_raw(s.home, ["vv_frame_plan", "vv_questions"])
-    for source in context.partition_keys:
-        plans = con.execute("""
-            SELECT DISTINCT p.video_path, p.frame_indices, p.resized_width,
-                   p.resized_height, p.patch_size
-            FROM raw.vv_frame_plan p JOIN raw.vv_questions q
-              ON q.video_path = p.video_path AND q.fps IS NOT DISTINCT FROM p.fps
-             AND q.max_frames IS NOT DISTINCT FROM p.max_frames
-             AND q.min_pixels IS NOT DISTINCT FROM p.min_pixels
-             AND q.max_pixels IS NOT DISTINCT FROM p.max_pixels
-            WHERE q.data_source = ? AND p.error IS NULL
-            ORDER BY 1, 3, 4""", [source]).fetchall()
-        out_dir = str(s.frames_dir / "vv" / source)
-        # the stored (home-relative) path names the frame folder: the same in every home
-        jobs = [(source, path, stored_path(path, s.home) or path, list(idx), w, h, patch,
-                 out_dir) for path, idx, w, h, patch in plans]
-        rows: list[dict] = []
-        with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool, tqdm(
-                total=len(jobs), desc=f"val frames {source}", unit="video", disable=None) as bar:
-            for video_rows in pool.map(extract_video, jobs):
-                rows.extend(video_rows)
-                bar.update(1)
-        write_table(rows_to_table(rows, VV_FRAMES_SCHEMA),
+    plans = con.execute("""
+        SELECT DISTINCT q.data_source, p.video_path, p.frame_indices, p.resized_width,
+               p.resized_height, p.patch_size
+        FROM raw.vv_frame_plan p JOIN raw.vv_questions q
+          ON q.video_path = p.video_path AND q.fps IS NOT DISTINCT FROM p.fps
+         AND q.max_frames IS NOT DISTINCT FROM p.max_frames
+         AND q.min_pixels IS NOT DISTINCT FROM p.min_pixels
+         AND q.max_pixels IS NOT DISTINCT FROM p.max_pixels
+        WHERE p.error IS NULL
+        ORDER BY 1, 2, 4, 5""").fetchall()
+    # the stored (home-relative) path names the frame folder: the same in every home
+    jobs = [(source, path, stored_path(path, s.home) or path, list(idx), w, h, patch,
+             str(s.frames_dir / "vv" / source)) for source, path, idx, w, h, patch in plans]
+    rows: dict[str, list[dict]] = {source: [] for source in SOURCES.values()}
+    with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+        for n, video_rows in enumerate(pool.map(extract_video, jobs), 1):
+            for row in video_rows:
+                rows[row["data_source"]].append(row)
+            if n % 50 == 0 or n == len(jobs):
+                context.log.info(f"val frames: {n}/{len(jobs)} videos")
+    for source, source_rows in rows.items():
+        write_table(rows_to_table(source_rows, VV_FRAMES_SCHEMA),
                     benchlake.table_path("vv_frames", source), home=s.home)
-        record_written(benchlake, "vv_frames", source, len(rows), context.run.run_id)
-        context.log.info(f"{source}: {len(rows)} frames from {len(jobs)} videos")
-        yield dg.AssetMaterialization(
-            asset_key=raw_key("vv_frames"), partition=source,
-            metadata=partition_metadata(s.home, "vv_frames", source, len(rows)))
+    total = sum(len(r) for r in rows.values())
+    mark_written(s.home, "vv_frames", context.run.run_id, total)
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": total, "videos": len(jobs),
+        **{f"frames/{k}": len(v) for k, v in rows.items()},
+        "path": dg.MetadataValue.path(str(benchlake.table_path("vv_frames", "_").parent))},
+        data_version=dg.DataVersion(content_version(s.home, "vv_frames")))
 
+
+# Refused and noted val rows, one part per stage that read them (`tables/raw/vv_rejects/`).
+vv_rejects = dg.AssetSpec(
+    raw_key("vv_rejects"), group_name=GROUP, kinds={"parquet"}, deps=[raw_key("vv_questions")],
+    description="Refused val parquet files and rows, and noted irregularities, with the file, "
+    "the row and why.")
 
 
 RESPONSE_TABLES = ("vv_response_files", "vv_responses", "vv_response_rejects")
 
 
-def _parts_result(benchlake: BenchlakeSettings, name: str,
+def _parts_result(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings, name: str,
                   result: PartsResult) -> dg.MaterializeResult:
     """Mark table `name`, kept in parts, written, and say what the UI shows: its rows (from the
     Parquet footers), how many parts, and what this run wrote and removed."""
     files = table_files(benchlake.settings().home, name)
     rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    record_written(benchlake, name, None, rows)
-    return dg.MaterializeResult(asset_key=raw_key(name), metadata={
+    mark_written(Path(benchlake.home), name, context.run.run_id, rows)
+    return dg.MaterializeResult(asset_key=raw_key(name), data_version=dg.DataVersion(
+        content_version(Path(benchlake.home), name)), metadata={
         "dagster/row_count": rows,
         "path": dg.MetadataValue.path(str(benchlake.table_path(name, "_schema").parent)),
         "parts": len(files) - 1, "parts_written": len(result.written),
@@ -252,6 +267,7 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     position, lmms-eval sample logs by content (hence the dependency on vv_questions). Unknown
     uids, duplicates and conflicts are decided by the views over all parts (`vv_responses`,
     `vv_response_rejects`)."""
+    started(context, benchlake)
     s = benchlake.settings()
     if s.uses_demo_responses():
         _demo().ensure_responses_demo(s)
@@ -259,7 +275,7 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     versions = archive_versions(s.archive_dir / "responses", root,
                                 benchlake.table_path("vv_response_files"), s.home,
                                 s.stat_cache("responses"))
-    yield write_and_describe(benchlake, "vv_response_files",
+    yield write_and_describe(context, benchlake, "vv_response_files",
                              rows_to_table(versions, VERSIONS_SCHEMA))
     files = [ResponseFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
              for v in versions_of(versions, root)]
@@ -269,7 +285,7 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     context.log.info(f"{len(result.written)} file versions parsed, {result.kept} already "
                      f"parsed, {len(result.removed)} parts removed")
     for name in RESPONSE_TABLES[1:]:
-        yield _parts_result(benchlake, name, result)
+        yield _parts_result(context, benchlake, name, result)
 
 
 @dg.asset(key=raw_key("vv_scored_responses"), group_name=GROUP, kinds={"parquet"},
@@ -280,26 +296,28 @@ def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeS
     each format rule (`card`, `exact`). A part is scored again only when the questions it was
     scored against change. Policies (which rule, which weights) are data in SQL
     (`vv_scoring_policies`); the views expand these rows per policy."""
+    started(context, benchlake)
     questions = pl.from_arrow(benchlake.read(
         "vv_questions", ["uid", "data_source", "option_letters", "ground_truth"]))
     result = score_parts(benchlake.settings().home, questions)
     context.log.info(f"{len(result.written)} parts scored ({result.rows_written} responses), "
                      f"{result.kept} already scored")
-    return _parts_result(benchlake, "vv_scored_responses", result)
+    return _parts_result(context, benchlake, "vv_scored_responses", result)
 
 
 @dg.asset(key=raw_key("vv_verl_metrics"), group_name=GROUP, kinds={"parquet"},
-          deps=[raw_key("vv_scored_responses")])
+          deps=[raw_key("vv_scored_responses"), dg.AssetKey("vv_scoring_policies")])
 def vv_verl_metrics(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """verl's validation metrics (as verl 0.9.1's process_validation_metrics computes them) of
     every verl dump in RESPONSES_DIR, once per dump: for the variables verl recorded (`acc`,
     `reward`, ...) under the names and wandb keys verl logs, and for benchlake's own
     `benchlake_correct` / `benchlake_composite` under the default scoring policy."""
-    con, _ = connect(benchlake.settings().home, only={"vv_scoring_policies"})
+    started(context, benchlake)
+    con = catalog.connect(benchlake.settings().home)
     with con:
         policy = DefaultPolicy(*con.execute(
             "SELECT format_rule, accuracy_weight, format_weight FROM vv_scoring_policies "
             "WHERE is_default").fetchone())
     result = verl_metric_parts(benchlake.settings().home, policy)
     context.log.info(f"{len(result.written)} dumps' metrics computed, {result.kept} kept")
-    return _parts_result(benchlake, "vv_verl_metrics", result)
+    return _parts_result(context, benchlake, "vv_verl_metrics", result)

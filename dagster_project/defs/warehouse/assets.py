@@ -1,31 +1,50 @@
-"""Every view a Dagster asset: the dbt models of `sql/` (dagster-dbt), their tests as checks."""
+"""Every view and seed a Dagster asset: the dbt project of `sql/` (dagster-dbt), its data tests
+the assets' checks. One step runs `dbt build` over exactly what Dagster selected for it and then
+publishes the catalog (`warehouse/catalog.py`)."""
 
 
 import contextlib
+import functools
+import json
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DbtCliResource, dbt_assets
+from dagster_dbt.asset_utils import DAGSTER_DBT_UNIQUE_ID_METADATA_KEY
 
-from dagster_project.defs.resources import BenchlakeSettings
-from dagster_project.tables import markdown_preview
-from dagster_project.warehouse.project import dbt_env, ensure_manifest, locked
-from dagster_project.warehouse.views import connect, create_views, publish_catalog, views
+from dagster_project.defs.resources import BenchlakeSettings, raw_key
+from dagster_project.status import mark_started, mark_written
+from dagster_project.warehouse import catalog
+from dagster_project.warehouse.previews import PREVIEW_TAG, preview
+from dagster_project.warehouse.project import DBT_PROJECT, current_manifest
 
-MANIFEST = ensure_manifest()
-PREVIEW_TAG = "preview"  # marts users read: row count and first rows in their metadata
-PREVIEW_ROWS = 10
+MANIFEST = current_manifest()
+CATALOG = "catalog"  # its name in benchlake_status
+
+# The run markers (`dagster_project/status.py`): written by every Python asset as it starts and
+# finishes, read by the `benchlake_status` view.
+status_markers = dg.AssetSpec(
+    raw_key("status_markers"), group_name="warehouse", kinds={"json"},
+    description="One marker per raw table under $BENCHLAKE_HOME/status/: the run that last "
+    "started writing it and the run that last finished; a table whose last start has no "
+    "finish is incomplete.")
 
 
 class Translator(DagsterDbtTranslator):
-    """Keys are the model names (the view names users query); groups come from
-    `meta.dagster.group` in dbt_project.yml; raw sources map to the `raw_<table>` assets."""
+    """Keys are the model and seed names (the relations users query); a source is the raw
+    table `raw_<table>` a Python asset writes; groups come from `meta.dagster.group`
+    (dbt_project.yml)."""
+
+    def get_asset_key(self, dbt_resource_props: Mapping[str, Any]) -> dg.AssetKey:
+        if dbt_resource_props["resource_type"] == "source":
+            return raw_key(dbt_resource_props["name"])
+        return dg.AssetKey(dbt_resource_props["name"])
 
     def get_metadata(self, dbt_resource_props: Mapping[str, Any]) -> Mapping[str, Any]:
         meta = dict(super().get_metadata(dbt_resource_props))
-        if dbt_resource_props.get("resource_type") == "model":
+        if dbt_resource_props.get("resource_type") in ("model", "seed"):
             rel = dbt_resource_props["original_file_path"]
             meta["sql_file"] = dg.MetadataValue.path(f"sql/{rel}")
         return meta
@@ -46,46 +65,114 @@ def _environment(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-@dbt_assets(manifest=MANIFEST, dagster_dbt_translator=Translator(), name="benchlake_views")
+@functools.cache
+def _manifest() -> dict[str, Any]:
+    return json.loads(DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
+
+
+def _selection(context: dg.AssetExecutionContext) -> list[str]:
+    """The dbt nodes of this step, named explicitly: the selected models and seeds, the data
+    tests of exactly the checks Dagster put in this step, and the unit tests of the selected
+    models. A test that reads two models runs in the step that builds the model it belongs to,
+    after the other one (its check declares that dependency): never early, never skipped."""
+    assets_def = context.assets_def
+    ids = {assets_def.specs_by_key[k].metadata[DAGSTER_DBT_UNIQUE_ID_METADATA_KEY]
+           for k in context.selected_asset_keys}
+    ids |= {assets_def.get_spec_for_check_key(k).metadata[DAGSTER_DBT_UNIQUE_ID_METADATA_KEY]
+            for k in context.selected_asset_check_keys}
+    nodes = _manifest()
+    unit = [u for u in nodes.get("unit_tests", {}).values()
+            if set(u["depends_on"]["nodes"]) & ids]
+    found = [nodes["nodes"][i] for i in sorted(ids)] + unit
+    return sorted(".".join(n["fqn"]) for n in found)
+
+
+def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
+           benchlake: BenchlakeSettings) -> Iterator[Any]:
+    """`dbt build` of the step's models, seeds and tests in the home's dbt workspace, then the
+    catalog published (`warehouse/catalog.py`). A model that does not build fails the step with
+    its name and DuckDB's message; a test that fails is a failed check."""
+    home = benchlake.settings().home
+    run_id = context.run.run_id
+    with catalog.workspace(home) as ws:
+        # The catalog is a table of its own in benchlake_status: a build that dies leaves it
+        # incomplete (and a marker exists before the status view is first built).
+        mark_started(home, CATALOG, run_id)
+        # Tests exactly as selected (no indirect selection): see `_selection`.
+        env = {**ws.env(), "DBT_INDIRECT_SELECTION": "empty"}
+        with _environment(env):
+            invocation = dbt.cli(["build", "--select", " ".join(_selection(context))],
+                                 context=context, target_path=ws.target, raise_on_error=False)
+            events = list(invocation.stream())
+        results = invocation.get_artifact("run_results.json")["results"]
+        compiled = {r["unique_id"]: r.get("compiled_code") for r in results}
+        catalog.publish(ws)
+        mark_written(home, CATALOG, run_id, len(results))
+    reader = catalog.connect(home)
+    try:
+        for event in events:
+            if isinstance(event, dg.Output):
+                spec = context.assets_def.specs_by_key[
+                    context.asset_key_for_output(event.output_name)]
+                extra = _model_metadata(spec, compiled, reader)
+                event = event.with_metadata({**event.metadata, **extra})
+            yield event
+    finally:
+        reader.close()
+    errors = [f"{r['unique_id'].rsplit('.', 1)[-1]}: {_first_line(r.get('message'))}"
+              for r in results if r["status"] == "error"]
+    if errors:
+        raise dg.Failure(description=f"dbt build: {'; '.join(errors)}",
+                         metadata={"errors": dg.MetadataValue.md(
+                             "\n".join(f"- {e}" for e in errors))})
+
+
+# Three dbt ops, so that the graph of steps has no cycle and each runs as ONE `dbt build`
+# (Dagster splits a multi-asset into a step per layer when a Python asset sits between its
+# models): the rule tables (seeds), then the models a Python asset reads (tagged
+# `python_input`, with their upstream models), then every other model.
+# (Each selects nodes of one kind only: tests are never selected but by name, in `_selection`.)
+_RULES = "resource_type:seed"
+_PYTHON_INPUTS = "+tag:python_input,resource_type:model"
+_MODELS = "resource_type:model"
+
+
+@dbt_assets(manifest=MANIFEST, project=DBT_PROJECT, dagster_dbt_translator=Translator(),
+            name="benchlake_rules", select=_RULES)
+def benchlake_rules(context: dg.AssetExecutionContext, dbt: DbtCliResource,
+                    benchlake: BenchlakeSettings):
+    """The rule tables (`sql/seeds/*.csv`) loaded into the catalog and tested."""
+    yield from _build(context, dbt, benchlake)
+
+
+@dbt_assets(manifest=MANIFEST, project=DBT_PROJECT, dagster_dbt_translator=Translator(),
+            name="benchlake_python_inputs", select=_PYTHON_INPUTS)
+def benchlake_python_inputs(context: dg.AssetExecutionContext, dbt: DbtCliResource,
+                            benchlake: BenchlakeSettings):
+    """The models a Python asset reads (a SQL rule it applies), built and tested first."""
+    yield from _build(context, dbt, benchlake)
+
+
+@dbt_assets(manifest=MANIFEST, project=DBT_PROJECT, dagster_dbt_translator=Translator(),
+            name="benchlake_views", select=_MODELS, exclude=_PYTHON_INPUTS)
 def benchlake_views(context: dg.AssetExecutionContext, dbt: DbtCliResource,
                     benchlake: BenchlakeSettings):
-    """`dbt build` of the selected models into the dbt working database
-    (`$BENCHLAKE_HOME/dbt/benchlake.duckdb`): each view created, its unit tests and data tests
-    run (the data tests are this asset's checks). Then the catalog file is published again."""
-    home = benchlake.settings().home
-    work_dir = home / "dbt"
-    database = work_dir / "benchlake.duckdb"
-    previews = {v.name for v in views() if PREVIEW_TAG in v.tags}
-    with locked(work_dir / ".lock"):  # one dbt build per home at a time (one writer per file)
-        import duckdb
-
-        con = duckdb.connect(str(database))
-        try:  # the models this build does not select must exist for those it does
-            create_views(con, home)
-        finally:
-            con.close()
-        reader, _ = connect(home)
-        env = {k: v for k, v in dbt_env(home, database).items()
-               if k in ("BENCHLAKE_HOME", "BENCHLAKE_DBT_DATABASE")}
-        # A test runs in the step that builds the last of the models it reads (dbt's eager
-        # default would run a relationships test as soon as its first parent is built, against
-        # a view of a later step that does not exist yet).
-        env["DBT_INDIRECT_SELECTION"] = "buildable"
-        with _environment(env):
-            invocation = dbt.cli(["build"], context=context, target_path=work_dir / "target")
-        for event in invocation.stream():
-            if isinstance(event, dg.Output):
-                key = context.asset_key_for_output(event.output_name)
-                name = key.path[-1]
-                if name in previews:
-                    event = event.with_metadata({**event.metadata, **_preview(reader, name)})
-            yield event
-        skipped = publish_catalog(home)
-    if skipped:
-        context.log.info(f"catalog: {len(skipped)} view(s) wait for tables not materialized yet")
+    """Every other view, built and tested after the Python assets."""
+    yield from _build(context, dbt, benchlake)
 
 
-def _preview(con: Any, view: str) -> dict[str, Any]:
-    table = con.sql(f'SELECT * FROM "{view}" LIMIT {PREVIEW_ROWS}').to_arrow_table()
-    count = con.sql(f'SELECT count(*) FROM "{view}"').fetchall()[0][0]
-    return {"dagster/row_count": count, "preview": dg.MetadataValue.md(markdown_preview(table))}
+def _first_line(text: str | None) -> str:
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return lines[0] if lines else "failed"
+
+
+def _model_metadata(spec: dg.AssetSpec, compiled: Mapping[str, str | None],
+                    reader: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    code = compiled.get(spec.metadata[DAGSTER_DBT_UNIQUE_ID_METADATA_KEY])
+    if code:
+        out["compiled_sql"] = dg.MetadataValue.md(f"```sql\n{code.strip()}\n```")
+    if PREVIEW_TAG in spec.tags:
+        count, table = preview(reader, spec.key.path[-1])
+        out.update({"dagster/row_count": count, "preview": dg.MetadataValue.md(table)})
+    return out

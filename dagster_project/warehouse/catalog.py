@@ -1,0 +1,163 @@
+"""The catalog: the DuckDB file of views that `dbt build` made, published for every reader.
+
+dbt builds into one working database per home (`$BENCHLAKE_HOME/dbt/benchlake.duckdb`), under a
+lock, one build at a time. After each build that file is checkpointed, stripped of relations the
+project no longer has, and copied whole to `$BENCHLAKE_HOME/benchlake.duckdb` through a temp
+file and a rename (`publish`). That copy is what every reader opens, read-only (`connect`):
+`benchlake sql`, the exports, the Python assets that read a model, the stock `duckdb` CLI. No
+reader ever opens the file dbt writes, so a query never blocks a build nor waits for one, and
+what users query is exactly what dbt built and tested: there is no second way views are made.
+
+The working database is created in DuckDB's v1.0.0 storage format (the oldest that holds views),
+so the published copy opens in the stock `duckdb` CLI of any 1.x release. Its views name
+relations `"benchlake"."main"."<model>"` and read Parquet by absolute path: both files are named
+`benchlake.duckdb`, so the copy resolves the same names from any working directory. Seeds (the
+rule tables in `sql/seeds/`) are tables in it; everything else is a view over the Parquet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from dagster_project.warehouse.project import DBT_PROJECT, dbt_env, locked
+
+DATABASE = "benchlake"
+STORAGE_VERSION = "v1.0.0"
+
+
+def catalog_path(home: Path) -> Path:
+    return Path(home) / f"{DATABASE}.duckdb"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where one home's dbt builds run: the working database, dbt's target and logs."""
+
+    home: Path
+
+    @property
+    def folder(self) -> Path:
+        return self.home / "dbt"
+
+    @property
+    def database(self) -> Path:
+        return self.folder / f"{DATABASE}.duckdb"
+
+    @property
+    def target(self) -> Path:
+        return self.folder / "target"
+
+    def env(self) -> dict[str, str]:
+        return dbt_env(self.home, self.database)
+
+
+@contextlib.contextmanager
+def workspace(home: Path) -> Iterator[Workspace]:
+    """The home's dbt workspace, locked for the block (one build per home at a time), its
+    working database created in the catalog's storage format if it does not exist yet."""
+    ws = Workspace(Path(home))
+    with locked(ws.folder / ".lock"):
+        if not ws.database.exists():
+            con = duckdb.connect(":memory:")
+            try:
+                con.execute(f"ATTACH '{_quote(ws.database)}' AS {DATABASE} "
+                            f"(STORAGE_VERSION '{STORAGE_VERSION}')")
+            finally:
+                con.close()
+        yield ws
+
+
+def _quote(path: Path | str) -> str:
+    return str(path).replace("'", "''")
+
+
+@cache
+def _project_relations(manifest_path: str, mtime: float) -> frozenset[str]:
+    manifest = json.loads(Path(manifest_path).read_text(encoding="utf-8"))
+    return frozenset(n["name"] for n in manifest["nodes"].values()
+                     if n["resource_type"] in ("model", "seed"))
+
+
+def project_relations() -> frozenset[str]:
+    """The names of the project's models and seeds (what the catalog may hold)."""
+    path = DBT_PROJECT.manifest_path
+    return _project_relations(str(path), path.stat().st_mtime)
+
+
+def _nodes(resource_type: str) -> list[str]:
+    manifest = json.loads(DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
+    return sorted(n["name"] for n in manifest["nodes"].values()
+                  if n["resource_type"] == resource_type)
+
+
+def marts() -> list[str]:
+    """The models users query: every model outside staging and intermediate, sorted."""
+    return [n for n in _nodes("model") if not n.startswith(("stg_", "int_"))]
+
+
+def seeds() -> list[str]:
+    """The rule tables: dbt seeds (`sql/seeds/*.csv`), read by SQL and Python alike."""
+    return _nodes("seed")
+
+
+def publish(ws: Workspace) -> Path:
+    """Copy the working database, as the last build left it, to the catalog. Call it inside
+    `workspace()`: no build writes the file meanwhile."""
+    con = duckdb.connect(str(ws.database))
+    try:  # relations of models deleted from the project since they were built
+        keep = project_relations()
+        stale = con.execute("SELECT table_name, table_type FROM information_schema.tables "
+                            "WHERE table_schema = 'main'").fetchall()
+        for name, kind in stale:
+            if name not in keep:
+                con.execute(f'DROP {"VIEW" if kind == "VIEW" else "TABLE"} IF EXISTS "{name}"')
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    target = catalog_path(ws.home)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        shutil.copyfile(ws.database, tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def connect(home: Path | str) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the published catalog of `home` attached read-only as
+    `benchlake` (the current schema): every view and seed, as the last `dbt build` made them."""
+    path = catalog_path(Path(home))
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no catalog yet: run `benchlake materialize` (or "
+                                "`benchlake demo`) first")
+    # No replacement scans: a name that is not a view must fail, never silently resolve to a
+    # Python variable of the calling frame.
+    con = duckdb.connect(":memory:", config={"python_enable_replacements": False})
+    con.execute(f"ATTACH '{_quote(path)}' AS {DATABASE} (READ_ONLY)")
+    con.execute(f"USE {DATABASE}")
+    return con
+
+
+def view_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Every relation of the catalog (views and seed tables), sorted."""
+    rows = con.execute("SELECT table_name FROM information_schema.tables "
+                       f"WHERE table_catalog = '{DATABASE}' ORDER BY table_name").fetchall()
+    return [r[0] for r in rows]
+
+
+def rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None
+         ) -> list[dict[str, Any]]:
+    cur = con.execute(sql, params or [])
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
