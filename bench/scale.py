@@ -81,18 +81,18 @@ def step_main(argv: list[str]) -> None:
     warnings.filterwarnings("ignore")
     from dagster_project.runner import materialize
     from dagster_project.settings import Settings
-    from dagster_project.warehouse.views import connect
+    from dagster_project.warehouse.catalog import connect
 
     name, select = argv[0], argv[1]
     settings = Settings.from_env()
     report: dict = {}
     t0 = time.perf_counter()
     if select == "views":  # what `benchlake sql "select * from vv_best_checkpoints"` does
-        con, _ = connect(settings.home)
+        con = connect(settings.home)
         report["best"] = con.execute("SELECT * FROM vv_best_checkpoints").fetchall()
         report["query_s"] = time.perf_counter() - t0
     elif select == "pairs":  # every paired comparison with its error bars (the export reads it)
-        con, _ = connect(settings.home)
+        con = connect(settings.home)
         report["pairs"] = con.execute("SELECT count(*) FROM vv_run_pairs").fetchone()[0]
         report["query_s"] = time.perf_counter() - t0
     elif not materialize(settings, select, log_level="ERROR").success:
@@ -140,7 +140,7 @@ def bench_val(args: argparse.Namespace, work: Path) -> list[tuple]:
     from benchlake_demo.video_val import generate_full_size_parquets
     from dagster_project.runner import materialize
     from dagster_project.settings import Settings
-    from dagster_project.warehouse.views import connect
+    from dagster_project.warehouse.catalog import connect
 
     demo = Settings.from_env({"BENCHLAKE_HOME": str(work / "demo-home")})
     ensure_demo(demo)
@@ -154,7 +154,7 @@ def bench_val(args: argparse.Namespace, work: Path) -> list[tuple]:
     (work / "none").mkdir(exist_ok=True)
     assert materialize(qsettings, "key:raw_vv_source or key:raw_vv_questions",
                        log_level="ERROR").success
-    con, _ = connect(qhome)
+    con = connect(qhome)
     questions = con.execute("SELECT uid, option_letters, ground_truth FROM vv_questions "
                             "ORDER BY uid").fetchall()
     full = work / "responses"

@@ -82,11 +82,13 @@ def materialize(
     run_config: dict | None = None,
     launched_by: str = "python",
     progress: bool = False,
+    checks: bool = True,
 ) -> Outcome:
     """Materialize `select` (Dagster selection syntax; default everything but the exports) and
     run every check of what it selects: one run of the asset job, tagged with what launched it
     (`benchlake/launched_by`) and the selection. With `progress`, the run's steps are told on
-    stderr (the `benchlake_progress` logger) instead of Dagster's console log."""
+    stderr (the `benchlake_progress` logger) instead of Dagster's console log. `checks=False`
+    (tests of the tables themselves) builds what is selected without running any check."""
     from dagster_project.defs.resources import BenchlakeSettings, dbt_resource
 
     loaded = definitions()
@@ -102,6 +104,8 @@ def materialize(
     config = dict(run_config or {})
     if progress:
         config["loggers"] = {"benchlake_progress": {}}
+    if not checks:  # the subset job holds the selection (selecting again re-adds checks)
+        job, keys = job.get_subset(asset_selection=set(keys), asset_check_selection=set()), None
     result = job.execute_in_process(
         asset_selection=keys, instance=instance or dg.DagsterInstance.ephemeral(),
         run_config=config, raise_on_error=raise_on_error,

@@ -1,7 +1,10 @@
-"""Shared fixtures: one demo warehouse per session, and copies of the demo to break on purpose."""
+"""Shared fixtures: the demo inputs and one demo warehouse for the whole session (both xdist
+workers share them: the first to ask builds, under a lock), and copies of the demo to break on
+purpose."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import warnings
 from pathlib import Path
@@ -10,6 +13,7 @@ import pytest
 
 from benchlake_demo import ensure_demo
 from dagster_project.settings import Settings
+from dagster_project.warehouse.project import locked, prepare_manifest
 
 warnings.filterwarnings("ignore", module="dagster")
 
@@ -17,12 +21,13 @@ warnings.filterwarnings("ignore", module="dagster")
 RVP_INGEST = " or ".join(f"key:raw_{k}" for k in (
     "rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases", "rvp_intervals"))
 
-# Every table (the Python assets), without `dbt build`: the views come from the compiled dbt SQL
-# when read (`warehouse.views.connect`), so tests of tables and scores need no dbt run. The dbt
-# models themselves are built and checked by tests/defs, tests/cli and tests/warehouse.
-TABLES = "not kind:dbt and not group:reports"
-
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The definitions are built from the dbt manifest: parse sql/ once if it changed (a lock
+    # keeps the two workers from parsing at once).
+    prepare_manifest()
 
 
 def settings_for(home: Path, **overrides: str) -> Settings:
@@ -31,24 +36,39 @@ def settings_for(home: Path, **overrides: str) -> Settings:
     return Settings.from_env(env)
 
 
+def _shared(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder every xdist worker of this session sees (beside the workers' own temp roots)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    return root / name
+
+
 @pytest.fixture(scope="session")
 def demo_inputs(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """Demo inputs built once; tests copy from here instead of regenerating videos."""
-    settings = settings_for(tmp_path_factory.mktemp("demo-inputs"))
-    ensure_demo(settings)
+    """Demo inputs built once per session; tests copy from here instead of regenerating videos."""
+    home = _shared(tmp_path_factory, "demo-inputs")
+    with locked(home.parent / "demo-inputs.lock"):
+        settings = settings_for(home)
+        ensure_demo(settings)
     return settings
 
 
 @pytest.fixture(scope="session")
 def demo_warehouse(demo_inputs: Settings, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """A warehouse with every asset materialized from the demo (read-only for tests)."""
+    """A warehouse with every asset but the exports materialized from the demo and every check
+    run, by `benchlake materialize`'s own path, once per session (read-only for tests)."""
     from dagster_project.runner import materialize
 
-    home = tmp_path_factory.mktemp("demo-warehouse")
-    shutil.copytree(demo_inputs.demo_dir, home / "demo")
-    settings = settings_for(home)
-    result = materialize(settings, TABLES)
-    assert result.success
+    home = _shared(tmp_path_factory, "demo-warehouse")
+    with locked(home.parent / "demo-warehouse.lock"):
+        settings = settings_for(home)
+        if not (home / ".built").exists():
+            shutil.rmtree(home, ignore_errors=True)
+            shutil.copytree(demo_inputs.demo_dir, home / "demo")
+            result = materialize(settings)
+            assert result.success, [f.message for f in result.failures()]
+            (home / ".built").touch()
     return settings
 
 

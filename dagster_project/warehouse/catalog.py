@@ -94,10 +94,31 @@ def project_relations() -> frozenset[str]:
     return _project_relations(str(path), path.stat().st_mtime)
 
 
-def _nodes(resource_type: str) -> list[str]:
+@dataclass(frozen=True)
+class Node:
+    """A model or seed of the dbt project, as the manifest describes it."""
+
+    name: str
+    resource_type: str
+    depends_on: tuple[str, ...]  # the models and seeds it reads
+    tags: tuple[str, ...]
+    path: str  # under sql/
+
+
+def nodes() -> list[Node]:
+    """Every model and seed of the project, by name."""
     manifest = json.loads(DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
-    return sorted(n["name"] for n in manifest["nodes"].values()
-                  if n["resource_type"] == resource_type)
+    kept = {uid: n for uid, n in manifest["nodes"].items()
+            if n["resource_type"] in ("model", "seed")}
+    return sorted((Node(n["name"], n["resource_type"],
+                        tuple(sorted(kept[d]["name"] for d in n.get("depends_on", {})
+                                     .get("nodes", []) if d in kept)),
+                        tuple(n.get("tags", [])), n["original_file_path"])
+                   for n in kept.values()), key=lambda n: n.name)
+
+
+def _nodes(resource_type: str) -> list[str]:
+    return [n.name for n in nodes() if n.resource_type == resource_type]
 
 
 def marts() -> list[str]:

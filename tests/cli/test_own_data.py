@@ -34,7 +34,7 @@ from dagster_project.rynn_vp.judgment_records import MAX_RECORD_BYTES as JUDGMEN
 from dagster_project.settings import PROJECT_ROOT, Settings
 from dagster_project.video_val.responses import MAX_RECORD_BYTES as RESPONSE_CAP
 from dagster_project.video_val.schema import FOREIGN_PREFIX
-from dagster_project.warehouse.views import connect
+from dagster_project.warehouse.catalog import connect
 from tests.conftest import settings_for
 from tests.video_val.test_scores import RESPONSES, rows
 
@@ -88,7 +88,7 @@ def test_own_snapshot_reads_empty_drop_folders_not_the_demo(demo_inputs, tmp_pat
         assert f"{setting} is not set: reading the drop folder {folder} " in done.stderr
     assert "RESPONSES_DIR" not in done.stderr  # the val source is still the demo's
     assert not (home / "demo").exists()  # no demo input was built, none was read
-    con, _ = connect(home)
+    con = connect(home)
     assert sorted(r[0] for r in con.execute("SELECT case_id FROM rvp_cases").fetchall()) == cases
     empty = ("rvp_candidates", "rvp_evaluations", "rvp_judgment_files", "rvp_judgments",
              "rvp_judgment_rejects", "rvp_gt_compilations", "rvp_stages",
@@ -111,7 +111,7 @@ def test_own_candidates_with_the_demo_snapshot_get_no_demo_judgments(demo_wareho
                          raise_on_error=False)
     assert result.success, [f.message for f in result.failures()]
     assert not (home / "demo" / "judgments").exists()
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     assert con.execute("SELECT system, case_id FROM rvp_candidates").fetchall() == [
         ("veo-sim", one.name)]
     assert count(con, "rvp_judgments") == count(con, "rvp_judgment_rejects") == 0
@@ -151,7 +151,7 @@ def own_val(demo_inputs, tmp_path_factory):
     settings = settings_for(root / "home", video_val_source=str(src),
                             video_val_prefix_map=f"{FOREIGN_PREFIX}={cache.as_uri()}")
     assert materialize(settings, "group:video_val and not kind:dbt").success
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     return settings, con, outside, cache
 
 
@@ -220,11 +220,11 @@ def test_switching_responses_dir_carries_nothing_over(own_val, tmp_path):
            "video_val_prefix_map": base.video_val_prefix_map}
 
     assert materialize(settings_for(home, responses_dir=str(a), **env), RESPONSES).success
-    con, _ = connect(home)
+    con = connect(home)
     assert count(con, "vv_responses", "run_id = 'run-a'") == 3
 
     assert materialize(settings_for(home, responses_dir=str(b), **env), RESPONSES).success
-    con, _ = connect(home)
+    con = connect(home)
     got = con.execute("SELECT run_id, step, source_file FROM vv_responses ORDER BY ALL")
     assert got.fetchall() == [("run-b", 1, "run.jsonl"), ("run-b", 1, "run.jsonl"),
                               ("run-b", 2, "more.jsonl")]
@@ -307,7 +307,7 @@ def campaign(demo_warehouse, tmp_path_factory):
     root = tmp_path_factory.mktemp("campaign")
     drop = root / "judgments"
     shutil.copytree(demo_warehouse.judgments_root(), drop)
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     bad = {line for (line,) in con.execute("SELECT line FROM rvp_judgment_rejects WHERE "
                                           "source_file = 'judge-run-a.jsonl'").fetchall()}
     demo = [json.loads(text) for n, text in enumerate(
@@ -321,7 +321,7 @@ def campaign(demo_warehouse, tmp_path_factory):
     (drop / "campaign.jsonl").write_text("\n".join(lines) + "\n")
     settings = settings_for(copy_home(demo_warehouse, root / "home"), judgments_dir=str(drop))
     assert materialize(settings, "key:raw_rvp_judgment_files").success  # the whole multi-asset
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     return con, len(lines), (drop / "campaign.jsonl").stat().st_size
 
 
@@ -361,7 +361,7 @@ def responses(demo_warehouse, tmp_path_factory):
     root = tmp_path_factory.mktemp("responses")
     drop = root / "responses"
     shutil.copytree(demo_warehouse.responses_root(), drop)
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     uids = [r[0] for r in con.execute("SELECT uid FROM vv_questions ORDER BY uid").fetchall()]
     thinking = "<think>" + "Looking again at every frame. " * 300 + "</think>"
     lines = [json.dumps({"run_id": "campaign", "step": step, "uid": uid,
@@ -376,7 +376,7 @@ def responses(demo_warehouse, tmp_path_factory):
         for uid, (text, _, _) in zip(uids, FORMAT_CASES.values(), strict=False)))
     settings = settings_for(copy_home(demo_warehouse, root / "home"), responses_dir=str(drop))
     assert materialize(settings, RESPONSES).success
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     return con, len(lines), dict(zip(FORMAT_CASES, uids, strict=False))
 
 
@@ -459,7 +459,7 @@ def test_png_named_gt_mp4_is_a_rejected_case_with_no_evaluations(demo_inputs, tm
     settings = settings_for(tmp_path / "home", rynn_vp_source=str(snap),
                             candidates_dir=str(cands))
     assert materialize(settings, "group:rynn_vp and not kind:dbt").success
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     rejects = rows(con, "SELECT source_file, reason FROM rvp_rejects WHERE case_id = ?",
                    [png_case])
     assert any(r["source_file"] == f"cases/{png_case}/gt.mp4" and "not a video" in r["reason"]

@@ -1,9 +1,14 @@
 """A snapshot of the asset graph: a refactor that drops an edge, a group or a check shows here."""
 
+import re
+from dataclasses import fields
+
 import dagster as dg
 
+from dagster_project.defs.resources import BenchlakeSettings
 from dagster_project.runner import definitions
-from dagster_project.warehouse.views import views
+from dagster_project.settings import Settings
+from dagster_project.warehouse.catalog import marts, nodes, seeds
 
 # The Python assets (raw tables) and what each declares it reads.
 EXPECTED_DEPS = {
@@ -33,7 +38,8 @@ EXPECTED_DEPS = {
     "raw_vv_frames": {"raw_vv_frame_plan", "raw_vv_questions"},
     "raw_vv_responses": {"raw_vv_questions"},  # verl dumps are resolved against the questions
     "raw_vv_scored_responses": {"raw_vv_responses", "raw_vv_questions"},
-    "raw_vv_verl_metrics": {"raw_vv_scored_responses"},
+    # verl's metrics of benchlake's own scores follow the default scoring policy (a rule table)
+    "raw_vv_verl_metrics": {"raw_vv_scored_responses", "vv_scoring_policies"},
 }
 EXPECTED_CHECKS = {
     ("raw_rvp_checksums", "rvp_checksums_verified", True),
@@ -43,13 +49,10 @@ EXPECTED_CHECKS = {
     ("raw_vv_frame_plan", "vv_frame_plan_within_bounds", False),
     ("raw_rvp_evaluations", "rvp_evidence_within_budget", True),
 }
-EXPECTED_PARTITIONS = {
-    "raw_rvp_evidence_frames": "rvp_case", "raw_rvp_storyboards": "rvp_case",
-    "raw_rvp_evaluations": "rvp_case", "raw_vv_frames": "static",
-}
 # Raw tables no single asset writes: each stage writes its own part of the rejects; the run
-# markers are written by every run.
-EXTERNAL = {"raw_rvp_rejects", "raw_vv_rejects", "raw_status_markers"}
+# markers are written by every asset. Declared with their description and group.
+EXTERNAL = {"raw_rvp_rejects": "rynn_vp", "raw_vv_rejects": "video_val",
+            "raw_status_markers": "warehouse"}
 
 
 def _graph():
@@ -67,40 +70,44 @@ def test_python_assets_snapshot():
     for name in EXPECTED_DEPS:
         assert groups[name] == ("rynn_vp" if name.startswith("raw_rvp_") else "video_val")
     checks = set()
-    for check_def in defs.asset_checks:
-        for spec in check_def.check_specs:
+    for assets_def in [*defs.asset_checks, *defs.assets]:
+        for spec in getattr(assets_def, "check_specs", []):
             checks.add((spec.asset_key.to_user_string(), spec.name, spec.blocking))
     assert checks >= EXPECTED_CHECKS
-    partitioned = {}
-    for key in graph.get_all_asset_keys():
-        pdef = graph.get(key).partitions_def
-        if pdef is not None:
-            partitioned[key.to_user_string()] = getattr(pdef, "name", None) or "static"
-    assert partitioned == EXPECTED_PARTITIONS
-    assert {s.name for s in defs.sensors} == {"rvp_case_partitions_sensor",
-                                              "rvp_judgments_sensor", "vv_responses_sensor"}
-    assert defs.resolve_job_def("rvp_evidence_job") is not None
+    # no Dagster partitions: per-case and per-video work fans out inside the asset's step
+    assert not [k for k in graph.get_all_asset_keys() if graph.get(k).partitions_def]
+    assert {s.name for s in defs.sensors} == {"rvp_judgments_sensor", "vv_responses_sensor"}
     assert {s.name for s in defs.schedules} == {"rescoring_daily"}
 
 
-def test_every_view_is_an_asset_with_its_lineage_and_group():
+def test_every_view_and_rule_table_is_an_asset_with_its_lineage_and_group():
     _, graph, deps, groups = _graph()
-    models = {v.name: v for v in views()}
+    models = {n.name: n for n in nodes()}
     assert len(models) > 80
     assert {"rvp_leaderboard", "rvp_by_scene", "vv_scores", "vv_best_checkpoints",
             "rvp_dataset_stats", "benchlake_status"} <= models.keys()
     raw = {k for k in deps if k.startswith("raw_")}
-    for name, view in models.items():
-        assert name in deps, name  # the view is an asset under its own name
+    for name, node in models.items():
+        assert name in deps, name  # the model is an asset under its own name
         # upstream: the models it refs, the raw tables it reads (staging only), nothing else
-        assert deps[name] - raw == set(view.depends_on), name
+        assert deps[name] - raw == set(node.depends_on), name
         if deps[name] & raw:
             assert name.startswith("stg_") or name == "benchlake_status", name
         domain = ("rynn_vp" if "rvp" in name else "video_val" if "vv_" in name else "warehouse")
         assert groups[name] == domain, name
-    # every raw table has a producer, except the few written by several assets
-    assert {k for k in raw if not graph.get(dg.AssetKey.from_user_string(k)).is_materializable
-            } == EXTERNAL
+    # every raw table has a producer, except the few written by several assets, which are
+    # declared in their domain's group with a description
+    external = {k for k in raw if not graph.get(dg.AssetKey(k)).is_materializable}
+    assert external == set(EXTERNAL)
+    for key, group in EXTERNAL.items():
+        assert groups[key] == group
+        assert graph.get(dg.AssetKey(key)).description
+
+
+def test_no_two_assets_share_a_label():
+    _, graph, _, _ = _graph()
+    labels = [k.path[-1] for k in graph.get_all_asset_keys()]
+    assert len(labels) == len(set(labels)), sorted(n for n in labels if labels.count(n) > 1)
 
 
 def test_dbt_tests_are_asset_checks_of_the_models():
@@ -115,8 +122,43 @@ def test_dbt_tests_are_asset_checks_of_the_models():
     assert any(n.startswith("relationships") for n in checks_by_asset["rvp_judgments"])
 
 
-def test_exports_follow_the_marts():
-    _, _, deps, groups = _graph()
-    marts = {v.name for v in views() if not v.name.startswith(("stg_", "int_"))}
-    assert deps["benchlake_exports"] == marts
+def test_the_graph_of_steps_has_no_cycle():
+    """A Python asset that reads a model sits between dbt ops, never inside one: the asset
+    job's steps are then one `dbt build` per dbt op (Dagster splits an op it must break a
+    cycle through into a step per layer)."""
+    defs, graph, _, _ = _graph()
+    job = defs.resolve_implicit_global_asset_job_def()
+    ops = [n.name for n in job.graph.node_defs]
+    assert {"benchlake_python_inputs", "benchlake_views"} <= set(ops)
+    assert not [n for n in ops if re.search(r"_\d+$", n)], ops  # no op split into layers
+    tagged = {n.name for n in nodes() if "python_input" in n.tags}
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        if key.path[-1].startswith("raw_") and node.is_materializable:
+            for parent in node.parent_keys:
+                if parent.path[-1] in {n.name for n in nodes() if n.resource_type == "model"}:
+                    assert parent.path[-1] in tagged, (key, parent)
+
+
+def test_exports_follow_the_marts_and_rescoring_follows_the_rules():
+    defs, graph, deps, groups = _graph()
+    assert deps["benchlake_exports"] == set(marts())
     assert groups["benchlake_exports"] == "reports"
+    rescoring = defs.resolve_job_def("rescoring_job")
+    selected = {k.to_user_string() for k in rescoring.asset_layer.selected_asset_keys}
+    # what reads a rule table is recomputed, Python included; ingest and evidence are not
+    assert "raw_vv_verl_metrics" in selected
+    assert {"rvp_leaderboard", "vv_scores", "benchlake_exports", *seeds()} <= selected
+    assert not selected & {"raw_rvp_snapshot", "raw_vv_responses", "raw_rvp_evidence_frames"}
+
+
+def test_the_settings_resource_is_typed_and_mirrors_the_settings():
+    assert [f.name for f in fields(Settings)] == list(BenchlakeSettings.model_fields)
+    resource = BenchlakeSettings(home="/tmp/x", rynn_vp_media="metadata")
+    assert resource.settings().rynn_vp_media == "metadata"
+    try:
+        BenchlakeSettings(home="/tmp/x", rynn_vp_media="everything")
+    except Exception as exc:  # noqa: BLE001 - pydantic's validation error
+        assert "rynn_vp_media" in str(exc)
+    else:
+        raise AssertionError("an unknown RYNN_VP_MEDIA was accepted")

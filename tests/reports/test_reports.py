@@ -35,7 +35,7 @@ from dagster_project.reports.export import (
 from dagster_project.reports.html import checkpoint_page, evaluation_page, latest_report
 from dagster_project.reports.markdown import NULL_MARK, format_number
 from dagster_project.settings import Settings
-from dagster_project.warehouse.views import connect, view_names
+from dagster_project.warehouse.catalog import connect, view_names
 
 STAMP = "20260101T000000Z"
 SEPARATOR = re.compile(r"^\|(:?-{3,}:?\|)+$")
@@ -44,7 +44,7 @@ BENCHLAKE = Path(sys.executable).parent / "benchlake"
 
 @pytest.fixture(scope="module")
 def available(demo_warehouse: Settings) -> set[str]:
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     try:
         return set(view_names(con))
     finally:
@@ -58,7 +58,7 @@ def export_dir(demo_warehouse: Settings, tmp_path_factory: pytest.TempPathFactor
 
 
 def _query(settings: Settings, sql: str) -> list[tuple]:
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     try:
         return con.execute(sql).fetchall()
     finally:
@@ -278,7 +278,7 @@ def _shown(value: float | None) -> str:
 
 def test_every_evaluation_and_checkpoint_has_a_page(export_dir: Path,
                                                     demo_warehouse: Settings) -> None:
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     evaluations = [r[0] for r in con.sql("SELECT evaluation_id FROM rvp_evaluations").fetchall()]
     checkpoints = con.sql("SELECT DISTINCT run_id, step FROM vv_scores").fetchall()
     assert evaluations and checkpoints
@@ -380,7 +380,7 @@ def browser() -> Iterator[_Browser]:
 @pytest.mark.slow
 def test_from_the_leaderboard_to_an_evaluation_in_chromium(export_dir: Path, browser: _Browser,
                                                            demo_warehouse: Settings) -> None:
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     profile, run, system = con.execute(
         "SELECT profile, judge_run_id, system FROM rvp_leaderboard WHERE modality = 'video' "
         "AND n_scored > 0 ORDER BY final_score DESC LIMIT 1").fetchone()

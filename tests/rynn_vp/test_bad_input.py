@@ -13,7 +13,7 @@ import pytest
 
 from benchlake_demo.rynn_vp import write_sha256sums
 from dagster_project.runner import materialize
-from dagster_project.warehouse.views import connect
+from dagster_project.warehouse.catalog import connect
 from tests.conftest import RVP_INGEST, settings_for
 
 # (mutation, file it concerns, words the reason must contain)
@@ -68,7 +68,7 @@ def broken(demo_inputs, tmp_path_factory):
     chosen = _break_snapshot(root)
     settings = settings_for(home, rynn_vp_source=str(root))
     result = materialize(settings, RVP_INGEST, raise_on_error=False)
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     return result, con, chosen, root
 
 
@@ -116,7 +116,7 @@ def test_missing_manifest_blocks_downstream(rynn_vp_copy, tmp_path):
     assert evals and not evals[0].passed and evals[0].severity.value == "ERROR"
     materialized = {e.asset_key.path[-1] for e in result.get_asset_materialization_events()}
     assert "rvp_checksums" in materialized and "rvp_cases" not in materialized
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     reasons = [r[0] for r in con.execute(
         "SELECT reason FROM rvp_rejects WHERE source_file = 'SHA256SUMS.txt'").fetchall()]
     assert reasons and "SHA256SUMS.txt" in reasons[0]
@@ -158,7 +158,7 @@ def test_hub_source_passes_the_right_arguments(demo_inputs, tmp_path, monkeypatc
     assert kw["revision"] == "0123456789abcdef0123456789abcdef01234567"  # pinned to the commit
     assert set(kw["allow_patterns"]) >= {"cases/*/task.json", "cases/*/gt_annotations.json",
                                          "README*", "LICENSE"}
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     snap = con.execute("SELECT requested_revision, resolved_revision, media_mode "
                        "FROM stg_rvp_snapshot").fetchone()
     assert snap == ("v1.0", "0123456789abcdef0123456789abcdef01234567", "metadata")

@@ -17,7 +17,7 @@ from PIL import Image
 from dagster_project.media.encode import read_frame_index
 from dagster_project.runner import materialize, rvp_evidence_job
 from dagster_project.tables import table_path
-from dagster_project.warehouse.views import connect
+from dagster_project.warehouse.catalog import connect
 from tests.conftest import settings_for
 
 
@@ -28,7 +28,7 @@ def rows(con, sql, params=()):
 
 
 def test_every_evaluation_follows_the_evidence_policy(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     evals = rows(con, "SELECT * FROM rvp_evaluations")
     present = con.execute("SELECT count(*) FROM rvp_candidate_coverage WHERE status = 'present'"
                           ).fetchone()[0]
@@ -62,7 +62,7 @@ def test_every_evaluation_follows_the_evidence_policy(demo_warehouse):
 
 
 def test_one_candidate_is_truncated_and_recorded(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     short = rows(con, "SELECT * FROM rvp_evaluations WHERE truncated")
     assert len(short) == 1 and short[0]["n_panels"] == 20  # the demo's 20-frame candidate
     assert short[0]["clip_start_s"] == 0 and short[0]["clip_end_s"] == pytest.approx(19 / 24)
@@ -71,7 +71,7 @@ def test_one_candidate_is_truncated_and_recorded(demo_warehouse):
 def test_anchors_follow_the_documented_rule(demo_warehouse):
     """Recomputed from the raw annotations: ends of the non-Done intervals at ceil(k/4),
     ceil(k/2), ceil(3k/4) and k, clamped into the decodable range."""
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     root = Path(demo_warehouse.rynn_vp_source_or_demo())
     media = {r["case_id"]: r for r in rows(con, "SELECT * FROM rvp_media")}
     anchors = rows(con, "SELECT DISTINCT case_id, ordinal, requested_s, used_s, frame_index, "
@@ -101,7 +101,7 @@ def test_anchors_follow_the_documented_rule(demo_warehouse):
 
 def test_panels_are_the_frames_they_claim(demo_warehouse):
     """The demo videos carry their frame index as a barcode: read it back from the JPEGs."""
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     panels = rows(con, "SELECT frame_index, image_abspath, evaluation_id FROM rvp_evidence_frames "
                        "WHERE role IN ('panel', 'anchor')")
     assert len(panels) > 300
@@ -111,7 +111,7 @@ def test_panels_are_the_frames_they_claim(demo_warehouse):
 
 
 def test_evidence_ids_are_unique_and_scoped(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     dup = con.execute("SELECT count(*) - count(DISTINCT evidence_id) FROM rvp_evidence_frames")
     assert dup.fetchone() == (0,)
     bad = con.execute("SELECT count(*) FROM rvp_evidence_frames "
@@ -120,7 +120,7 @@ def test_evidence_ids_are_unique_and_scoped(demo_warehouse):
 
 
 def test_coverage_shows_missing_candidates(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     got = dict(con.execute("SELECT system, count(*) FILTER (status = 'missing') "
                            "FROM rvp_candidate_coverage GROUP BY 1").fetchall())
     assert len(got) >= 3 and any(v > 0 for v in got.values())
@@ -128,7 +128,7 @@ def test_coverage_shows_missing_candidates(demo_warehouse):
 
 
 def test_val_frames_match_the_plan(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     plans = rows(con, "SELECT video_path, nframes, frame_indices, resized_width, resized_height "
                       "FROM vv_frame_plan WHERE error IS NULL")
     for p in plans:
@@ -222,7 +222,7 @@ def bad_candidates(demo_inputs, tmp_path_factory):
     shutil.copy(sorted((icases[1] / "steps").iterdir())[0], icases[1] / "steps" / "intro.png")
     settings = settings_for(home, candidates_dir=str(cands))
     result = materialize(settings, "group:rynn_vp and not kind:dbt", raise_on_error=False)
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     return result, con, {"truncated": vcases[0].name, "zero": vcases[1].name,
                          "corrupt_step": icases[0].name, "non_numeric": icases[1].name,
                          "video_sys": video_sys[0], "img_sys": img_sys}
@@ -282,7 +282,7 @@ def test_only_changed_evaluations_are_extracted_again(demo_warehouse, demo_input
                for p in rewritten), rewritten
     panels = {p for p in rewritten if "/P" in p}
     assert panels and all(p.startswith(f"evidence/{case_id}/{system}/") for p in panels)
-    con, _ = connect(home)
+    con = connect(home)
     [(fingerprint,)] = con.execute("SELECT candidate_fingerprint FROM rvp_evaluations WHERE "
                                    "system = ? AND case_id = ?", [system, case_id]).fetchall()
     import hashlib

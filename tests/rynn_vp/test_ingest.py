@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from dagster_project.runner import materialize
-from dagster_project.warehouse.views import connect
+from dagster_project.warehouse.catalog import connect
 from tests.conftest import TABLES
 
 DONE = {"Done", "Done."}
@@ -93,7 +93,7 @@ def raw_figures(root: Path) -> dict[str, float]:
 
 
 def stats(settings) -> dict[str, float]:
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     return dict(con.execute("SELECT property, value FROM rvp_dataset_stats").fetchall())
 
 
@@ -124,7 +124,7 @@ def test_demo_reproduces_the_card_quirks(demo_warehouse):
 
 
 def test_anomaly_views_list_each_quirk(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     overlaps = con.execute("SELECT case_id, ordinal, overlap_s FROM rvp_interval_overlaps").fetchall()
     assert sorted(round(o[2], 3) for o in overlaps) == [0.1, 0.1, 0.3]
     labels = con.execute("SELECT label FROM rvp_nonstandard_labels").fetchall()
@@ -141,7 +141,7 @@ def test_anomaly_views_list_each_quirk(demo_warehouse):
 
 
 def test_intervals_keep_order_and_clamp_into_the_decodable_range(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     rows = con.execute("""
         SELECT i.case_id, i.ordinal, i.end_s, i.extract_end_s, m.first_frame_s, m.last_frame_s
         FROM rvp_intervals i JOIN rvp_media m USING (case_id) ORDER BY case_id, ordinal
@@ -159,7 +159,7 @@ def test_intervals_keep_order_and_clamp_into_the_decodable_range(demo_warehouse)
 
 
 def test_media_probe_matches_the_files(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     rows = con.execute("SELECT case_id, fps, frame_count, width, height, codec, duration_s, "
                        "last_frame_s FROM rvp_media").fetchall()
     root = Path(demo_warehouse.rynn_vp_source_or_demo())
@@ -174,7 +174,7 @@ def test_media_probe_matches_the_files(demo_warehouse):
 
 
 def test_no_rejects_on_the_clean_demo(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     assert con.execute("SELECT count(*) FROM rvp_rejects").fetchone() == (0,)
     statuses = con.execute("SELECT DISTINCT status FROM stg_rvp_checksums").fetchall()
     assert statuses == [("ok",)]
@@ -228,7 +228,7 @@ def test_demo_generation_is_deterministic(demo_inputs, tmp_path):
 
 
 def test_contract_columns_present(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     required = {
         "rvp_cases": "case_id, instruction, source_group, scene, room_id, task_no, variant_no, "
                      "instance_no, has_explicit_plan",

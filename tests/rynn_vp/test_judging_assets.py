@@ -13,7 +13,7 @@ import pytest
 from benchlake_demo.rvp_judgments import demo_expectations
 from dagster_project.defs.resources import BenchlakeSettings
 from dagster_project.runner import materialize
-from dagster_project.warehouse.views import connect
+from dagster_project.warehouse.catalog import connect
 from tests.conftest import settings_for
 
 JUDGING = ("key:raw_rvp_gt_fingerprints or key:raw_rvp_judgment_files or key:raw_rvp_judgments or "
@@ -29,7 +29,7 @@ def q(con, sql, params=()):
 
 def test_demo_records_are_ingested_with_the_planted_cases(demo_warehouse):
     exp = demo_expectations()
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     rejects = q(con, "SELECT * FROM rvp_judgment_rejects")
     assert [(r["source_file"], r["line"]) for r in rejects] == [
         (exp["rejected"]["file"], exp["rejected"]["line"])]
@@ -56,7 +56,7 @@ def test_demo_records_are_ingested_with_the_planted_cases(demo_warehouse):
 
 def test_gt_cache_and_stages(demo_warehouse):
     exp = demo_expectations()
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     cache = q(con, "SELECT * FROM rvp_gt_cache")
     assert cache and all(c["cached"] for c in cache)
     stale = q(con, "SELECT case_id, is_current, prompt_version FROM rvp_gt_compilations "
@@ -77,7 +77,7 @@ def test_gt_cache_and_stages(demo_warehouse):
 
 
 def test_packets_name_existing_evidence_and_are_fingerprinted(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     packets = q(con, "SELECT * FROM rvp_judge_packets")
     evals = con.execute("SELECT count(*) FROM rvp_evaluations").fetchone()[0]
     cases = con.execute("SELECT count(*) FROM rvp_cases").fetchone()[0]
@@ -132,7 +132,7 @@ def judging_home(demo_warehouse, tmp_path):
 def test_a_changed_file_is_a_new_version_never_an_overwrite(judging_home):
     settings, drop = judging_home
     assert materialize(settings, JUDGING).success
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     before = q(con, "SELECT * FROM rvp_judgments WHERE source_file = 'judge-run-b.jsonl'")
     lines = (drop / "judge-run-b.jsonl").read_text().splitlines()
     changed = json.loads(lines[0])
@@ -141,7 +141,7 @@ def test_a_changed_file_is_a_new_version_never_an_overwrite(judging_home):
     # v2 of the file: first line edited into a new attempt, another line removed
     (drop / "judge-run-b.jsonl").write_text("\n".join([json.dumps(changed), *lines[2:]]) + "\n")
     assert materialize(settings, JUDGING).success
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     files = q(con, "SELECT version, is_current FROM rvp_judgment_files "
                    "WHERE source_file = 'judge-run-b.jsonl' ORDER BY version")
     assert files == [{"version": 1, "is_current": False}, {"version": 2, "is_current": True}]
@@ -194,7 +194,7 @@ def test_changed_gt_input_invalidates_the_cache(demo_inputs, tmp_path):
                             judgments_dir=str(demo_inputs.judgments_root()),
                             candidates_dir=str(demo_inputs.candidates_root()))
     assert materialize(settings, "group:rynn_vp and not kind:dbt").success
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     row = q(con, "SELECT cached, stale_compilations FROM rvp_gt_cache WHERE case_id = ?",
             [case.name])[0]
     assert row == {"cached": False, "stale_compilations": 1}

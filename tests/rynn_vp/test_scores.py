@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dagster_project.settings import SQL_DIR
-from dagster_project.warehouse.views import connect
+from dagster_project.warehouse.catalog import connect
 
 PI_NO_PLAN = {"PI-1": .50, "PI-2": .20, "PI-3": .15, "PI-4": .15}
 PI_PLAN = {"PI-1": .40, "PI-2": .20, "PI-3": .15, "PI-4": .15, "PI-5": .10}
@@ -104,7 +104,7 @@ def view(con, sql):
 
 def test_every_number_of_the_views_recomputed_in_python(demo_warehouse):
     cases, cands, runs, systems, per_case = expected_scores(demo_warehouse)
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     # candidate scores: scored rows equal, unscored rows NULL (never 0)
     rows = view(con, "SELECT * FROM rvp_candidate_scores WHERE profile = 'current'")
     assert len(rows) == len(runs) * len(systems) * len(cases)
@@ -145,7 +145,7 @@ def test_every_number_of_the_views_recomputed_in_python(demo_warehouse):
 
 
 def test_missing_candidates_are_excluded_not_zero(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     rows = view(con, "SELECT system, n_scored, n_cases FROM rvp_leaderboard "
                      "WHERE judge_run_id = 'judge-run-a'")
     partial = [r for r in rows if r["n_scored"] < r["n_cases"]]
@@ -155,7 +155,7 @@ def test_missing_candidates_are_excluded_not_zero(demo_warehouse):
 
 
 def test_modalities_are_ranked_separately(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     rows = view(con, "SELECT modality, rank_in_modality FROM rvp_leaderboard "
                      "WHERE judge_run_id = 'judge-run-a'")
     assert {r["modality"] for r in rows} == {"video", "images"}

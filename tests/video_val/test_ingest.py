@@ -16,7 +16,7 @@ from dagster_project.runner import materialize
 from dagster_project.tables import table_path
 from dagster_project.video_val.frame_plan import plan_video
 from dagster_project.video_val.schema import FOREIGN_PREFIX, SOURCES
-from dagster_project.warehouse.views import connect
+from dagster_project.warehouse.catalog import connect
 from tests.conftest import settings_for
 
 VAL = "group:video_val and not kind:dbt"
@@ -27,7 +27,7 @@ def _demo_parquets(settings) -> Path:
 
 
 def test_every_parquet_row_is_a_question_or_a_reject(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     total = 0
     for name, ds in SOURCES.items():
         n = pq.ParquetFile(_demo_parquets(demo_warehouse) / name).metadata.num_rows
@@ -42,7 +42,7 @@ def test_every_parquet_row_is_a_question_or_a_reject(demo_warehouse):
 
 
 def test_options_and_metadata_follow_the_card(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     letters = dict(con.execute("SELECT data_source, list(DISTINCT option_letters ORDER BY "
                                "option_letters) FROM vv_questions GROUP BY 1").fetchall())
     assert letters["videomme_v1_test"] == ["ABCD"]
@@ -69,7 +69,7 @@ def test_options_and_metadata_follow_the_card(demo_warehouse):
 
 
 def test_video_paths_are_remapped_not_rewritten(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     rows = con.execute("SELECT video_uri, video_path, video_abspath, prefix_matched, "
                        "video_exists FROM vv_questions").fetchall()
     cache = (demo_warehouse.video_val_demo_dir / "cache").resolve()
@@ -86,7 +86,7 @@ def test_video_paths_are_remapped_not_rewritten(demo_warehouse):
 
 
 def test_frame_plan_equals_the_pure_planner_on_probed_values(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     plans = con.execute("SELECT video_abspath, total_frames, video_fps, height, width, nframes, "
                         "frame_indices, resized_height, resized_width, sample_fps, fps, "
                         "max_frames, min_pixels, max_pixels, error FROM vv_frame_plan").fetchall()
@@ -159,7 +159,7 @@ def test_unmatched_prefixes_and_missing_files_are_counted_per_source(unresolved)
     assert meta["video_holmes_test"]["unmatched_prefix"] == 9
     assert meta["videomme_v1_test"]["unmatched_prefix"] == 0
     assert meta["videomme_v1_test"]["missing_file"] == 3  # three questions per video
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     listed = dict(con.execute("SELECT problem, count(*) FROM vv_unresolved_videos GROUP BY 1"
                               ).fetchall())
     assert listed == {"no prefix of VIDEO_VAL_PREFIX_MAP matched (outside the video roots: "
@@ -187,7 +187,7 @@ def test_bad_files_are_rejected_and_the_rest_flows(demo_inputs, tmp_path):
     settings = settings_for(tmp_path / "home", video_val_source=str(src),
                             video_val_prefix_map=demo_inputs.video_val_prefix_map_or_demo())
     assert materialize(settings, VAL).success
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     rejects = con.execute("SELECT source_file, row_index, uid, action, reason, raw "
                           "FROM vv_rejects WHERE action <> 'noted' ORDER BY 1").fetchall()
     assert len(rejects) == 2
@@ -230,7 +230,7 @@ def test_hub_source_downloads_parquets_only(demo_inputs, tmp_path, monkeypatch):
     assert (kw["repo_type"], kw["revision"]) == ("dataset", "ab" * 20)
     assert not any(fnmatch.fnmatch("data/cache/videomme/data/x.mp4", p)
                    for p in kw["allow_patterns"])  # videos are not part of the repo download
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     assert con.execute("SELECT count(*), min(resolved_revision) FROM stg_vv_source").fetchone() \
         == (3, "ab" * 20)
     assert con.execute("SELECT count(*) FROM vv_questions").fetchone() == (30,)

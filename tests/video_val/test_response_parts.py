@@ -15,7 +15,7 @@ from dagster_project.tables import table_path
 from dagster_project.video_val import response_parts
 from dagster_project.video_val.response_parts import SCHEMA_PART
 from dagster_project.video_val.responses import response_digest
-from dagster_project.warehouse.views import connect
+from dagster_project.warehouse.catalog import connect
 from tests.conftest import settings_for
 
 RESPONSES = ("key:raw_vv_response_files or key:raw_vv_responses or key:raw_vv_response_rejects"
@@ -78,7 +78,7 @@ def _expected(versions: list[tuple[str, int, str]], known: set[str]):
 
 
 def _observed(settings):
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     status = {(f, v, ln): "accepted" for f, v, ln in con.execute(
         "SELECT source_file, file_version, line FROM vv_responses").fetchall()}
     for f, v, ln, reason in con.execute(
@@ -96,7 +96,7 @@ def test_incremental_ingest_equals_the_full_one(demo_warehouse, tmp_path, monkey
     drop = tmp_path / "drop"
     drop.mkdir()
     settings = _home(demo_warehouse, tmp_path, drop)
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     uids = [u for (u,) in con.execute("SELECT uid FROM vv_questions ORDER BY uid").fetchall()]
     versions: list[tuple[str, int, str]] = []
     parts_before: dict[str, float] = {}
@@ -128,7 +128,7 @@ def test_parts_follow_the_folder_and_parse_once(demo_warehouse, tmp_path):
     drop = tmp_path / "drop"
     drop.mkdir()
     settings = _home(demo_warehouse, tmp_path, drop)
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     uid = con.execute("SELECT min(uid) FROM vv_questions").fetchone()[0]
     (drop / "one.jsonl").write_text(_record(uid, 1, "A") + "\n")
     assert materialize(settings, RESPONSES).success
@@ -143,7 +143,7 @@ def test_parts_follow_the_folder_and_parse_once(demo_warehouse, tmp_path):
     other.mkdir()
     moved = settings_for(settings.home, responses_dir=str(other))
     assert materialize(moved, RESPONSES).success
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     assert con.execute("SELECT count(*) FROM vv_scored_responses").fetchone()[0] == 0
     assert not part.exists()  # its version belongs to another folder now
     assert con.execute("SELECT count(*) FROM stg_vv_response_files WHERE NOT is_current"

@@ -19,7 +19,7 @@ from dagster_project.runner import materialize
 from dagster_project.tables import table_path
 from dagster_project.video_val.schema import SOURCES
 from dagster_project.video_val.scoring import score_response
-from dagster_project.warehouse.views import connect
+from dagster_project.warehouse.catalog import connect
 from tests.conftest import settings_for
 
 RESPONSES = "key:raw_vv_response_files or key:raw_vv_responses or key:raw_vv_response_rejects or " \
@@ -85,7 +85,7 @@ def test_scores_recomputed_in_python(demo_warehouse, policy, rule):
         q = qs[r["uid"]]
         s = score_response(r["response"], q["letters"], q["gt"])
         per_row[(r["run_id"], r["step"], r["uid"])].append(s)
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     scored = rows(con, "SELECT * FROM vv_scored_responses WHERE policy = ?", [policy])
     assert len(scored) == sum(len(v) for v in per_row.values())
     assert {r["extraction_method"] for r in scored} >= {"boxed_answer", "fallback"}
@@ -130,7 +130,7 @@ def test_policy_diff_lists_exactly_the_flips(demo_warehouse):
         s = score_response(r["response"], qs[r["uid"]]["letters"], qs[r["uid"]]["gt"])
         if s.format_card != s.format_exact:
             flips.add((r["run_id"], r["step"], r["uid"], r.get("sample_idx", 0) or 0))
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     diff = rows(con, "SELECT * FROM vv_policy_diff WHERE policy = 'card' AND base_policy = "
                      "'strict'")
     assert flips  # the demo has responses with text around the tags
@@ -171,14 +171,14 @@ def test_tool_disagreements_recomputed_in_python(demo_warehouse):
                                         ("pred", pred != (s.extracted or ""))) if d]
         if differs:
             expected.add((r["run_id"], r["step"], r["uid"], r["sample_idx"], ", ".join(differs)))
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     got = {(r["run_id"], r["step"], r["uid"], r["sample_idx"], r["differs_on"]) for r in rows(
         con, "SELECT * FROM vv_tool_disagreements")}
     assert got == expected and any(k[0] == VERL_RUN for k in got)
 
 
 def test_breakdowns_and_coverage(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     dims = {r["dimension"] for r in rows(con, "SELECT DISTINCT dimension FROM vv_breakdowns")}
     assert dims == {"task", "category", "question_type", "subject"}
     qt = rows(con, "SELECT DISTINCT value FROM vv_breakdowns WHERE dimension = 'question_type'")
@@ -190,7 +190,7 @@ def test_breakdowns_and_coverage(demo_warehouse):
 
 
 def test_deltas_and_samples(demo_warehouse):
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     d = rows(con, "SELECT * FROM vv_run_deltas WHERE kind = 'same_step' AND base_run_id = "
                   "'base-rl' AND data_source = 'all'")
     scores = {(r["run_id"], r["step"]): r["accuracy"] for r in rows(
@@ -240,7 +240,7 @@ def test_bad_responses_are_rejected_with_reasons(responses_home):
     (drop / "extra.jsonl").write_text("\n".join(lines) + "\n")
     (drop / "empty.jsonl").write_text("")
     assert materialize(settings, RESPONSES).success
-    con, _ = connect(settings.home)
+    con = connect(settings.home)
     rej = {(r["source_file"], r["line"]): r["reason"] for r in rows(
         con, "SELECT * FROM vv_response_rejects")}
     assert "duplicate of base-rl.jsonl v1 line 1" in rej[("extra.jsonl", 1)]

@@ -17,7 +17,7 @@ from benchlake_demo.vv_responses import VERL_N, VERL_ORDER, VERL_RUN, VERL_STEPS
 from dagster_project.video_val.schema import SOURCES
 from dagster_project.video_val.verl_dumps import BASE_KEYS
 from dagster_project.video_val.verl_metrics import sample_sizes, validation_metrics, wandb_keys
-from dagster_project.warehouse.views import connect
+from dagster_project.warehouse.catalog import connect
 from tests.oracles.wheels import extract, load, wheel
 
 
@@ -126,7 +126,7 @@ def test_the_demo_dumps_metrics_equal_verls(verl, demo_warehouse):
     """End to end: the demo's verl run ingested and scored by the assets; vv_verl_metrics equals
     verl's process_validation_metrics over the dump's own rows (uids by position) for verl's
     variables, and over benchlake's scores of the same rows for benchlake's."""
-    con, _ = connect(demo_warehouse.home)
+    con = connect(demo_warehouse.home)
     got = {(r[0], r[1], r[2]): r[3] for r in con.execute(
         "SELECT step, data_source, metric, value FROM vv_verl_metrics").fetchall()}
     sizes = {ds: pq.read_metadata(Path(demo_warehouse.video_val_source_or_demo()) / name).num_rows

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from dagster_project.warehouse.objectstore import publish_tables, s3_filesystems
-from dagster_project.warehouse.views import connect
+from dagster_project.warehouse.catalog import connect
 
 VIEWS = ["rvp_dataset_stats", "rvp_leaderboard", "rvp_evidence_frames", "vv_scores",
          "vv_frame_plan", "rvp_judgments"]
@@ -48,7 +48,7 @@ def test_views_read_the_warehouse_from_s3(demo_warehouse, s3_endpoint):
     assert len(written) == len(local) > 20
     assert reader.ls("benchlake/warehouse/tables/raw/rvp_evidence_frames")  # partition files too
     remote, skipped = connect("s3://benchlake/warehouse", filesystem=reader)
-    here, _ = connect(demo_warehouse.home)
+    here = connect(demo_warehouse.home)
     for view in VIEWS:
         assert view not in skipped
         # *_abspath columns resolve against each warehouse's own root, by design

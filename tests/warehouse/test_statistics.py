@@ -21,7 +21,7 @@ from scipy import stats
 
 from dagster_project.settings import SQL_DIR, Settings
 from dagster_project.warehouse.project import HOME_PLACEHOLDER, ensure_manifest
-from dagster_project.warehouse.views import connect
+from dagster_project.warehouse.catalog import connect
 from tests.oracles.wheels import extract, load, wheel
 from tools import t_quantiles
 
@@ -150,7 +150,7 @@ def _close(a, b) -> bool:
 
 @pytest.fixture(scope="module")
 def warehouse(demo_warehouse: Settings):
-    connection, _ = connect(demo_warehouse.home)
+    connection = connect(demo_warehouse.home)
     return connection
 
 

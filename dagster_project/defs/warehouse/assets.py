@@ -81,8 +81,9 @@ def _selection(context: dg.AssetExecutionContext) -> list[str]:
     ids |= {assets_def.get_spec_for_check_key(k).metadata[DAGSTER_DBT_UNIQUE_ID_METADATA_KEY]
             for k in context.selected_asset_check_keys}
     nodes = _manifest()
+    # unit tests go with the checks: a run without checks (a test of the tables) has neither
     unit = [u for u in nodes.get("unit_tests", {}).values()
-            if set(u["depends_on"]["nodes"]) & ids]
+            if set(u["depends_on"]["nodes"]) & ids] if context.selected_asset_check_keys else []
     found = [nodes["nodes"][i] for i in sorted(ids)] + unit
     return sorted(".".join(n["fqn"]) for n in found)
 
