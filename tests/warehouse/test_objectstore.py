@@ -11,8 +11,8 @@ import urllib.request
 
 import pytest
 
-from dagster_project.warehouse.objectstore import publish_tables, s3_filesystems
 from dagster_project.warehouse.catalog import connect
+from dagster_project.warehouse.objectstore import publish_tables, s3_filesystems
 
 VIEWS = ["rvp_dataset_stats", "rvp_leaderboard", "rvp_evidence_frames", "vv_scores",
          "vv_frame_plan", "rvp_judgments"]

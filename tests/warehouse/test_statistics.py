@@ -20,8 +20,8 @@ import yaml
 from scipy import stats
 
 from dagster_project.settings import SQL_DIR, Settings
-from dagster_project.warehouse.project import HOME_PLACEHOLDER, ensure_manifest
 from dagster_project.warehouse.catalog import connect
+from dagster_project.warehouse.project import HOME_PLACEHOLDER, ensure_manifest
 from tests.oracles.wheels import extract, load, wheel
 from tools import t_quantiles
 
