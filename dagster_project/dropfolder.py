@@ -66,6 +66,28 @@ def scan_drop_folder(root: Path, stat_cache: Path | None = None,
     return found
 
 
+def drop_folder_listing(root: Path, stat_cache: Path | None = None) -> dict[str, str]:
+    """{relative path: sha256} of a drop folder, empty if it does not exist yet."""
+    return scan_drop_folder(root, stat_cache) if root.is_dir() else {}
+
+
+def listing_version(listing: dict[str, str]) -> str:
+    """The data version of a folder: a digest of {relative path: content or stat identity}."""
+    return hashlib.sha256(json.dumps(listing, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def stat_listing(root: Path, pattern: str = "*") -> dict[str, str]:
+    """{relative path: size and mtime} of the files under `root` matching `pattern`: the
+    identity of a folder too large to hash on every look (a snapshot's videos)."""
+    out = {}
+    for path in sorted(root.rglob(pattern)) if root.is_dir() else []:
+        rel = path.relative_to(root).as_posix()
+        if path.is_file() and not any(part.startswith(".") for part in rel.split("/")):
+            st = path.stat()
+            out[rel] = f"{st.st_size}:{st.st_mtime_ns}"
+    return out
+
+
 def archive_copy(src: Path, archive_root: Path) -> str:
     """Copy `src` into `archive_root/<sha256>` through a temp file and a rename, in pieces; the
     sha256 of the bytes copied (what the archive now holds, even if `src` changed meanwhile)."""

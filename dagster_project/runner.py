@@ -67,9 +67,13 @@ def selected_keys(defs: dg.Definitions, select: str | None) -> list[dg.AssetKey]
                             else "; `benchlake ui` lists them, e.g. key:raw_rvp_media+, "
                             "group:video_val, key:rvp_leaderboard"))
     for key in list(runnable):
-        assets_def = graph.get(key).assets_def
-        if not assets_def.can_subset:
-            runnable |= set(assets_def.keys)
+        node = graph.get(key)
+        if not node.assets_def.can_subset:
+            runnable |= set(node.assets_def.keys)
+    # The sources read are observed first (cheap: file identities), so each materialization
+    # records the version of what it read and the UI can tell when it is stale.
+    for key in list(runnable):
+        runnable |= {p for p in graph.get(key).parent_keys if graph.get(p).is_observable}
     return sorted(runnable)
 
 

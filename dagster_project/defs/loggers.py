@@ -26,7 +26,8 @@ class _ProgressHandler(logging.Handler):
             return
         kind = event.event_type_value
         state = self.steps.setdefault(step or "", {"assets": 0, "rows": None, "passed": 0,
-                                                  "failed": [], "start": time.monotonic()})
+                                                  "failed": [], "observed": 0,
+                                                  "start": time.monotonic()})
         if kind == "STEP_START":
             state["start"] = time.monotonic()
             _print(f"  ... {step}")
@@ -34,6 +35,8 @@ class _ProgressHandler(logging.Handler):
             state["assets"] += 1
             rows = event.event_specific_data.materialization.metadata.get("dagster/row_count")
             state["rows"] = None if rows is None or state["assets"] > 1 else rows.value
+        elif kind == "ASSET_OBSERVATION":
+            state["observed"] += 1
         elif kind == "ASSET_CHECK_EVALUATION":
             data = event.event_specific_data
             if data.passed:
@@ -44,6 +47,7 @@ class _ProgressHandler(logging.Handler):
         elif kind == "STEP_SUCCESS":
             took = time.monotonic() - state["start"]
             what = (f"{state['rows']} rows" if state["assets"] == 1 and state["rows"] is not None
+                    else "observed" if state["observed"] and not state["assets"]
                     else f"{state['assets']} assets")
             checks = (f", checks: {state['passed']} passed" if state["passed"] or state["failed"]
                       else "")

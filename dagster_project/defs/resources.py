@@ -3,6 +3,7 @@ write and describe its raw tables."""
 
 import functools
 import importlib.metadata
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import fields
@@ -94,27 +95,30 @@ def write_and_describe(
 
 
 def drop_folder_sensor_result(
-    root: Path, cursor: str | None, setting: str, home: Path, versions_table: str,
-    stat_cache: Path) -> dg.SensorResult | dg.SkipReason:
-    """The shared body of the drop-folder sensors: new content under `root` (compared with the
-    cursor of path → content hash) gives one run request keyed by the change. A sensor without a
-    cursor yet (a new UI, a new Dagster home) starts from what is already ingested, the current
-    versions of `root` in the raw versions table `versions_table`, so work done by `benchlake
-    materialize` is not launched again. Files are hashed once: the `stat_cache` knows the digest
-    of every file whose size and mtime did not change."""
-    from dagster_project.dropfolder import changed_files, ingested_cursor
+    source: dg.AssetKey, root: Path, cursor: str | None, setting: str, home: Path,
+    versions_table: str, stat_cache: Path) -> dg.SensorResult | dg.SkipReason:
+    """The shared body of the drop-folder sensors: the folder `root` observed (its data version
+    recorded on the source asset `source`, so the UI shows what it makes stale), and, when its
+    content changed since the cursor (path → content hash), one run request keyed by the change.
+    A sensor without a cursor yet (a new UI, a new Dagster home) starts from what is already
+    ingested, the current versions of `root` in the raw versions table `versions_table`, so work
+    done by `benchlake materialize` is not launched again. Files are hashed once: the
+    `stat_cache` knows the digest of every file whose size and mtime did not change."""
+    from dagster_project.dropfolder import changed_files, ingested_cursor, listing_version
 
     if not root.is_dir():
         return dg.SkipReason(f"{setting} {root} does not exist")
     if cursor is None:
         cursor = ingested_cursor(table_path(home, versions_table), root, home)
     changed, new_cursor, run_key = changed_files(root, cursor, stat_cache)
+    observed = dg.AssetObservation(asset_key=source, tags={
+        "dagster/data_version": listing_version(json.loads(new_cursor))})
     if not changed:
         return dg.SensorResult(skip_reason=f"no new or changed files in {setting}",
-                               cursor=new_cursor)
+                               cursor=new_cursor, asset_events=[observed])
     tags = {"benchlake/changed_files": ", ".join(changed)[:200]}
     return dg.SensorResult(run_requests=[dg.RunRequest(run_key=run_key, tags=tags)],
-                           cursor=new_cursor)
+                           cursor=new_cursor, asset_events=[observed])
 
 
 class BenchlakeDbt(DbtCliResource):

@@ -42,6 +42,12 @@ class Prompts:
     source: str  # "skill" or "project"
 
 
+def prompts_version(prompts: Prompts) -> str:
+    """What the packets and the GT cache keys depend on of the prompts: version and texts."""
+    return hashlib.sha256(_canonical([prompts.version, prompts.source, prompts.texts])
+                          ).hexdigest()[:32]
+
+
 def _role_file(folder: Path, role: str) -> Path | None:
     """The Skill's prompt file for a role: an exact stem, else a stem containing the role name."""
     files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))

@@ -21,7 +21,15 @@ from dagster_project.defs.resources import (
     started,
     write_and_describe,
 )
-from dagster_project.dropfolder import VERSIONS_SCHEMA, archive_versions, versions_of
+from dagster_project.dropfolder import (
+    VERSIONS_SCHEMA,
+    archive_versions,
+    drop_folder_listing,
+    listing_version,
+    stat_listing,
+    versions_of,
+)
+from dagster_project.hub import parse_hub_uri
 from dagster_project.status import mark_written
 from dagster_project.tables import (
     connect_raw,
@@ -74,7 +82,41 @@ def _write_val_rejects(benchlake: BenchlakeSettings, stage: str, rejects: list[d
                 benchlake.table_path("vv_rejects", stage))
 
 
-@dg.asset(key=raw_key("vv_source"), group_name=GROUP, kinds={"parquet"})
+# --- what is read: observed sources (see defs/rynn_vp/assets.py) ------------------------------
+
+
+@dg.observable_source_asset(group_name=GROUP, description=(
+    "VIDEO_VAL_SOURCE: the folder of val parquets (or `hf://` revision) that is read; observed "
+    "by the size and modification time of each parquet."))
+def video_val_source(benchlake: BenchlakeSettings) -> dg.ObserveResult:
+    s = benchlake.settings()
+    if s.uses_demo_video_val():
+        _demo().ensure_video_val_demo(s)
+    source = s.video_val_source_or_demo()
+    listing = {} if parse_hub_uri(source) else stat_listing(Path(source), "*.parquet")
+    version = listing_version({**listing, "\0source": source})
+    return dg.ObserveResult(data_version=dg.DataVersion(version),
+                            metadata={"source": source, "parquets": len(listing)})
+
+
+@dg.observable_source_asset(group_name=GROUP, description=(
+    "RESPONSES_DIR: the drop folder of model responses (benchlake records, verl validation "
+    "dumps, lmms-eval sample logs); observed by the content hash of each file (the same listing "
+    "`vv_responses_sensor` keeps)."))
+def responses_dir(benchlake: BenchlakeSettings) -> dg.ObserveResult:
+    s = benchlake.settings()
+    if s.uses_demo_responses():
+        _demo().ensure_responses_demo(s)
+    listing = drop_folder_listing(s.responses_root(), s.stat_cache("responses"))
+    return dg.ObserveResult(data_version=dg.DataVersion(listing_version(listing)),
+                            metadata={"folder": str(s.responses_root()), "files": len(listing)})
+
+
+# --- questions, videos, frames ----------------------------------------------------------------
+
+
+@dg.asset(key=raw_key("vv_source"), group_name=GROUP, kinds={"parquet"},
+          deps=[video_val_source])
 def vv_source(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Where the val parquets come from: a folder (any subset of the three files) or
     `hf://datasets/<repo>@<rev>` (parquets and docs only; the revision is pinned and recorded)."""
@@ -257,7 +299,7 @@ def _parts_result(context: dg.AssetExecutionContext, benchlake: BenchlakeSetting
 
 @dg.multi_asset(
     group_name=GROUP,
-    specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"}, deps=[vv_questions])
+    specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"}, deps=[vv_questions, responses_dir])
            for name in RESPONSE_TABLES],
 )
 def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
