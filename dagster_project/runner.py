@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 
@@ -77,6 +78,12 @@ def selected_keys(defs: dg.Definitions, select: str | None) -> list[dg.AssetKey]
     return sorted(runnable)
 
 
+# The code location as `benchlake ui` (`dagster dev -m dagster_project.definitions`) loads it:
+# runs created with this origin are runs of a job the UI knows, and it can re-execute them.
+LOCATION = "dagster_project.definitions"
+IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
+
+
 def materialize(
     settings: Settings,
     select: str | None = None,
@@ -89,67 +96,109 @@ def materialize(
     checks: bool = True,
 ) -> Outcome:
     """Materialize `select` (Dagster selection syntax; default everything but the exports) and
-    run every check of what it selects: one run of the asset job, tagged with what launched it
-    (`benchlake/launched_by`) and the selection. With `progress`, the run's steps are told on
-    stderr (the `benchlake_progress` logger) instead of Dagster's console log. `checks=False`
-    (tests of the tables themselves) builds what is selected without running any check."""
+    run every check of what it selects: one run of the code location's asset job, created as
+    the UI creates it (so the UI lists it, links its job and can re-execute it) and executed in
+    this process, tagged with what launched it (`benchlake/launched_by`) and the selection.
+    With `progress`, the steps are told on stderr (the `benchlake_progress` logger) instead of
+    Dagster's console log. `checks=False` (tests of the tables themselves) builds what is
+    selected without running any check."""
+    from dagster._core.definitions.job_base import InMemoryJob
+    from dagster._core.execution.api import execute_run
+
     from dagster_project.defs.resources import BenchlakeSettings, dbt_resource
 
     loaded = definitions()
     # The code location's definitions with these settings as the resource (the code location
-    # reads the same ones from the environment): the same asset job, the same run as the UI's.
+    # reads the same ones from the environment; tests pass their own).
     defs = dg.Definitions(
         assets=loaded.assets, asset_checks=loaded.asset_checks, jobs=loaded.jobs,
         sensors=loaded.sensors, schedules=loaded.schedules, loggers=loaded.loggers,
         resources={**(loaded.resources or {}),
                    "benchlake": BenchlakeSettings.from_settings(settings), "dbt": dbt_resource()})
     keys = selected_keys(defs, select)
-    job = defs.resolve_implicit_global_asset_job_def()
-    config = dict(run_config or {})
+    config = {**IN_PROCESS, **(run_config or {})}
     if progress:
         config["loggers"] = {"benchlake_progress": {}}
-    if not checks:  # the subset job holds the selection (selecting again re-adds checks)
-        job, keys = job.get_subset(asset_selection=set(keys), asset_check_selection=set()), None
-    result = job.execute_in_process(
-        asset_selection=keys, instance=instance or dg.DagsterInstance.ephemeral(),
-        run_config=config, raise_on_error=raise_on_error,
-        tags={"benchlake/launched_by": launched_by, "benchlake/select": select or "(all)"})
-    return Outcome(result)
+    instance = instance or dg.DagsterInstance.ephemeral()
+    run = _create_run(instance, keys, None if checks else set(), config, {
+        "benchlake/launched_by": launched_by, "benchlake/select": select or "(all)"})
+    job = InMemoryJob(defs.resolve_implicit_global_asset_job_def())
+    result = execute_run(job, run, instance, raise_on_error=raise_on_error)
+    return Outcome(instance, result.run_id, result.success)
+
+
+def _create_run(instance: dg.DagsterInstance, keys: list[dg.AssetKey],
+                check_keys: set[dg.AssetCheckKey] | None, run_config: dict,
+                tags: dict[str, str]) -> Any:
+    """A run of the code location's asset job for `keys` (and `check_keys`, None: every check
+    of them), recorded with the job's origin and snapshots, as the UI's launch records it."""
+    import sys
+
+    from dagster._core.definitions.selector import JobSubsetSelector
+    from dagster._core.remote_origin import InProcessCodeLocationOrigin
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+    from dagster_project.settings import PROJECT_ROOT
+
+    origin = InProcessCodeLocationOrigin(
+        LoadableTargetOrigin(executable_path=sys.executable, module_name=LOCATION,
+                             working_directory=str(PROJECT_ROOT)), location_name=LOCATION)
+    with origin.create_location(instance) as location:
+        [repo] = location.get_repositories().values()
+        remote_job = location.get_job(JobSubsetSelector(
+            location_name=LOCATION, repository_name=repo.name, job_name=ASSET_JOB,
+            op_selection=None, asset_selection=keys, asset_check_selection=check_keys))
+        plan = location.get_execution_plan(remote_job, run_config, step_keys_to_execute=None,
+                                           known_state=None, instance=instance)
+        return instance.create_run(
+            job_name=ASSET_JOB, run_id=None, run_config=run_config, status=None,
+            tags={**remote_job.tags, **tags}, root_run_id=None, parent_run_id=None,
+            step_keys_to_execute=plan.execution_plan_snapshot.step_keys_to_execute,
+            execution_plan_snapshot=plan.execution_plan_snapshot,
+            job_snapshot=remote_job.job_snapshot,
+            parent_job_snapshot=remote_job.parent_job_snapshot,
+            asset_selection=frozenset(keys),
+            asset_check_selection=None if check_keys is None else frozenset(check_keys),
+            resolved_op_selection=None, op_selection=None,
+            remote_job_origin=remote_job.get_remote_origin(),
+            job_code_origin=remote_job.get_python_origin(), asset_graph=repo.asset_graph)
+
+
+ASSET_JOB = "__ASSET_JOB"  # the implicit asset job: what the UI's "Materialize" launches
 
 
 class Outcome:
-    """The run one `materialize` call made, with the few accessors the CLI and tests need."""
+    """The run one `materialize` call made, read back from the instance's event log."""
 
-    def __init__(self, result: dg.ExecuteInProcessResult) -> None:
-        self.result = result
-
-    @property
-    def success(self) -> bool:
-        return self.result.success
-
-    @property
-    def run_id(self) -> str:
-        return self.result.run_id
+    def __init__(self, instance: dg.DagsterInstance, run_id: str, success: bool) -> None:
+        self.instance = instance
+        self.run_id = run_id
+        self.success = success
 
     @property
     def all_events(self) -> list:
-        return list(self.result.all_events)
+        return [e.dagster_event for e in self.instance.all_logs(self.run_id)
+                if e.is_dagster_event]
+
+    def _of(self, kind: str) -> list:
+        return [e for e in self.all_events if e.event_type_value == kind]
 
     def get_asset_materialization_events(self) -> list:
-        return list(self.result.get_asset_materialization_events())
+        return self._of("ASSET_MATERIALIZATION")
 
     def get_asset_check_evaluations(self) -> list:
-        return list(self.result.get_asset_check_evaluations())
+        return [e.event_specific_data for e in self._of("ASSET_CHECK_EVALUATION")]
 
     def failures(self) -> list[Failed]:
         """What failed, per step: the assets it writes, the first line of the underlying error
         and the input file it concerned when known (a `dg.Failure` with `input_file` metadata,
         or an OSError's file name)."""
+        planned: dict[str, set[str]] = {}
+        for event in self._of("ASSET_MATERIALIZATION_PLANNED"):
+            planned.setdefault(event.step_key or "", set()).add(
+                event.event_specific_data.asset_key.to_user_string())
         out = []
-        layer = self.result.job_def.asset_layer
-        for event in self.result.all_events:
-            if not event.is_step_failure:
-                continue
+        for event in self._of("STEP_FAILURE"):
             data = event.event_specific_data
             error = data.error
             while error is not None and error.cause is not None:
@@ -163,12 +212,9 @@ class Outcome:
             if input_file is None:  # an OSError and its kind name the file: "...: /path"
                 named = _NAMED_PATH.search(message)
                 input_file = named.group(1) if named else None
-            assets = sorted(
-                k.to_user_string() for k in layer.get_selected_entity_keys_for_node(
-                    event.node_handle) if isinstance(k, dg.AssetKey)
-            ) if event.node_handle else []
-            out.append(Failed(event.step_key or "?", assets or [event.step_key or "?"],
-                              message, input_file))
+            step = event.step_key or "?"
+            out.append(Failed(step, sorted(planned.get(step, ())) or [step], message,
+                              input_file))
         return out
 
 
