@@ -243,20 +243,14 @@ def demo(verbose: Annotated[bool, typer.Option("--verbose", "-v",
                round(vq, 2) AS vq
         FROM rvp_leaderboard WHERE profile = 'current'""")
     _render(cols, rows, "table", title="Rynn-VP leaderboard (rvp_leaderboard, profile current)")
-    from dagster_project.reports.html import BEST_LABEL
-
-    cols, rows = query(settings, f"""
-        SELECT s.run_id, s.step, s.n_responded || '/' || s.n_rows AS responded,
-               round(s.accuracy, 4) AS accuracy,
-               '[' || round(s.accuracy_ci_low, 4) || ', ' || round(s.accuracy_ci_high, 4)
+    cols, rows = query(settings, """
+        SELECT run_id, step, n_responded || '/' || n_rows AS responded,
+               round(accuracy, 4) AS accuracy,
+               '[' || round(accuracy_ci_low, 4) || ', ' || round(accuracy_ci_high, 4)
                    || ']' AS "95% CI",
-               round(s.format_rate, 4) AS format_rate, round(s.composite, 4) AS composite,
-               {BEST_LABEL} AS best
-        FROM vv_scores s JOIN vv_best_checkpoints b USING (policy, run_id)
-        WHERE s.data_source = 'all'
-          AND s.policy = (SELECT policy FROM vv_scoring_policies WHERE is_default)
-        ORDER BY s.run_id, s.step""")
-    _render(cols, rows, "table", title="videorl-video-val leaderboard (vv_scores, all rows, "
+               round(format_rate, 4) AS format_rate, round(composite, 4) AS composite, best
+        FROM vv_leaderboard WHERE is_default ORDER BY run_id, step""")
+    _render(cols, rows, "table", title="videorl-video-val leaderboard (vv_leaderboard, all rows, "
                                        "default scoring policy)")
 
 

@@ -39,10 +39,6 @@ from dagster_project.warehouse.catalog import view_names
 
 TEMPLATES = Path(__file__).with_name("templates")
 QUESTION_TEXT_MAX = 4000  # characters of a response shown in the question browser
-# How a val score row (s, of vv_scores) says it is its run's best checkpoint (b, of
-# vv_best_checkpoints) and whether it beats the runner-up: in the CLI summary and the index.
-BEST_LABEL = ("CASE WHEN b.best_step = s.step THEN 'best' || coalesce(' (vs step ' || "
-              "b.next_step || ': p = ' || round(b.best_vs_next_p, 3) || ')', '') ELSE '' END")
 
 
 def latest_report(exports_dir: Path) -> Path | None:
@@ -136,7 +132,7 @@ def write_html(con: duckdb.DuckDBPyConnection, out: Path, profiles: list[str],
         pages = {r[0] for r in con.execute("SELECT evaluation_id FROM rvp_evaluations").fetchall()}
         written += _evaluation_pages(con, env, out, media, common, pages, views)
         boards = _boards(con, profiles, charts, pages)
-    val = _val_policies(con, charts) if "vv_scores" in views else []
+    val = _val_policies(con, charts) if "vv_leaderboard" in views else []
     if val:
         written += _checkpoint_pages(con, env, out, common, charts, views)
     index = env.get_template("index.html.j2").render(root="", boards=boards,
@@ -179,12 +175,8 @@ def _boards(con: duckdb.DuckDBPyConnection, profiles: list[str], charts: list[st
 
 
 def _val_policies(con: duckdb.DuckDBPyConnection, charts: list[str]) -> list[dict]:
-    rows = _rows(con, f"""
-        SELECT s.*, p.is_default, {BEST_LABEL} AS best
-        FROM vv_scores AS s
-        JOIN vv_scoring_policies AS p USING (policy)
-        LEFT JOIN vv_best_checkpoints AS b USING (policy, run_id)
-        WHERE s.data_source = 'all' ORDER BY p.is_default DESC, s.policy, s.run_id, s.step""")
+    rows = _rows(con, """
+        SELECT * FROM vv_leaderboard ORDER BY is_default DESC, policy, run_id, step""")
     policies: dict[str, dict] = {}
     for r in rows:
         r["page"] = checkpoint_page(r["run_id"], r["step"])

@@ -29,6 +29,7 @@ import pytest
 
 from dagster_project.settings import Settings
 from tests.conftest import ARTIFACTS
+from tests.oracles.wheels import in_ci
 
 BENCHLAKE = str(Path(sys.executable).parent / "benchlake")
 READY_TIMEOUT = 90.0  # seconds for the webserver and its code location to come up
@@ -341,9 +342,11 @@ def render(url: str, screenshot: Path, budget_ms: int, profile: Path) -> str:
     return done.stdout
 
 
-@pytest.mark.skipif(chromium() is None, reason="chromium is not installed (CI installs it)")
 def test_ui_renders_the_asset_graph(ui_server: UiServer, tmp_path: Path) -> None:
     from PIL import Image
+
+    if chromium() is None:  # .ci/run installs it: in CI its absence is a failure
+        (pytest.fail if in_ci() else pytest.skip)("chromium is not installed")
 
     # The lineage of the Rynn-VP leaderboard: the mart users look for first, with the dbt
     # models and raw tables upstream of it (the whole graph is too big for one screenshot).
@@ -368,10 +371,8 @@ def test_ui_stops_cleanly_and_keeps_history(ui_server: UiServer) -> None:
     import dagster as dg
 
     assert ui_server.run_ids, "no run was launched (see test_ui_launches_the_demo_...)"
-    started = time.monotonic()
-    code = stop(ui_server)
+    code = stop(ui_server)  # None: it did not stop within STOP_TIMEOUT and was killed
     assert code == 0, f"exit status {code} after SIGTERM:\n{ui_server.log_tail()}"
-    assert time.monotonic() - started < STOP_TIMEOUT
     left = [p for p in ui_server.seen_pids if _stat(p)]
     assert not left, f"processes left after the UI stopped: {left}"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -34,14 +33,11 @@ def _decode_rgb(path: Path) -> list[np.ndarray]:
         return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
 
 
-def test_synthetic_frames_shape_motion_and_speed() -> None:
-    start = time.perf_counter()
+def test_synthetic_frames_shape_and_motion() -> None:
     frames = list(synthetic_frames(500, W, H, seed=1))
-    elapsed = time.perf_counter() - start
     assert len(frames) == 500
     assert all(f.shape == (H, W, 3) and f.dtype == np.uint8 for f in frames)
     assert all(not np.array_equal(a, b) for a, b in zip(frames, frames[1:], strict=False))
-    assert elapsed < 3.0  # generous bound for slow CI; typically ~0.4 s
 
 
 def test_synthetic_frames_deterministic_and_seed_label_dependent() -> None:

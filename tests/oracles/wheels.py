@@ -4,12 +4,15 @@ lmms-eval, qwen-vl-utils and verl declare heavy dependencies (torch, transformer
 PyAV), so the project does not depend on them. A test takes one file out of the wheel (`./dev`
 downloads the lmms-eval and verl wheels into `.venv/oracles/`; otherwise it is downloaded once
 into the pytest cache) and loads it as a standalone module, with the imports it does not need stubbed.
-Without the wheel and without network the test skips, saying why.
+Without the wheel and without network the test skips, saying why, except in CI (`CI` set to
+anything but false/0, as `.ci/run` and every CI service do): there a missing oracle fails its
+tests, so a run cannot go green without its differential checks.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import types
@@ -50,7 +53,13 @@ def wheel(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         if (found := _wheel_in(cache_dir, dist, version)) is not None:
             return found
         _failures[key] = f"cannot download {key} (network needed once): {reason}"
+    if in_ci():
+        pytest.fail(f"{_failures[key]} (CI: a missing test oracle is a failure)")
     pytest.skip(_failures[key])
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def extract(whl: Path, member: str, dest: Path) -> Path:

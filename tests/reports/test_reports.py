@@ -36,6 +36,7 @@ from dagster_project.reports.html import checkpoint_page, evaluation_page, lates
 from dagster_project.reports.markdown import NULL_MARK, format_number
 from dagster_project.settings import Settings
 from dagster_project.warehouse.catalog import connect, view_names
+from tests.oracles.wheels import in_ci
 
 STAMP = "20260101T000000Z"
 SEPARATOR = re.compile(r"^\|(:?-{3,}:?\|)+$")
@@ -356,7 +357,8 @@ class _Browser:
 def browser() -> Iterator[_Browser]:
     driver = shutil.which("chromedriver")
     if driver is None or shutil.which("chromium") is None:
-        pytest.skip("chromium and chromedriver are not installed (CI installs them)")
+        # .ci/run installs them: in CI their absence is a failure, never a skip
+        (pytest.fail if in_ci() else pytest.skip)("chromium and chromedriver are not installed")
     port = _free_port()
     proc = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
