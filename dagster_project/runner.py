@@ -106,6 +106,7 @@ def materialize(
     from dagster._core.execution.api import execute_run
 
     from dagster_project.defs.resources import BenchlakeSettings, dbt_resource
+    from dagster_project.warehouse.catalog import ensure_published
 
     loaded = definitions()
     # The code location's definitions with these settings as the resource (the code location
@@ -124,6 +125,7 @@ def materialize(
         "benchlake/launched_by": launched_by, "benchlake/select": select or "(all)"})
     job = InMemoryJob(defs.resolve_implicit_global_asset_job_def())
     result = execute_run(job, run, instance, raise_on_error=raise_on_error)
+    ensure_published(settings.home)  # the catalog is rebuilt even by a run without views
     return Outcome(instance, result.run_id, result.success)
 
 

@@ -17,9 +17,11 @@ from dagster_project.warehouse.project import locked, prepare_manifest
 
 warnings.filterwarnings("ignore", module="dagster")
 
-# The Rynn-VP ingestion assets only (no candidates/evidence): what the ingest tests need.
-RVP_INGEST = " or ".join(f"key:raw_{k}" for k in (
-    "rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases", "rvp_intervals"))
+# The Rynn-VP ingestion assets (no candidates/evidence) and the views over them: what the
+# ingest tests need.
+RVP_INGEST = " or ".join([*(f"key:raw_{k}" for k in (
+    "rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases", "rvp_intervals")),
+    *(f"1+key:{v}" for v in ("rvp_cases", "rvp_intervals", "rvp_media", "rvp_rejects"))])
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 

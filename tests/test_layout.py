@@ -9,10 +9,9 @@ from dagster_project.settings import PROJECT_ROOT, SQL_DIR
 from dagster_project.warehouse.catalog import nodes
 
 DOMAINS = {"rvp_": "rynn_vp", "vv_": "video_val"}
-# Raw tables no single asset writes (each stage its part; the run markers every run): their
-# dbt sources and staging views exist, their producers are listed in sql/README.md.
-SHARED_RAW = {"rvp_rejects": "rynn_vp", "vv_rejects": "video_val",
-              "status_markers": "warehouse"}
+# The raw table no asset writes (the run markers: every asset as it starts and finishes): its
+# dbt source and view exist, its writers are named in sql/README.md.
+SHARED_RAW = {"status_markers": "warehouse"}
 # The status markers are read directly by the one warehouse view (no staging layer needed).
 STAGING_EXCEPTIONS = {"status_markers": "benchlake_status"}
 

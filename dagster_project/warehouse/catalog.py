@@ -20,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -29,7 +31,7 @@ from typing import Any
 
 import duckdb
 
-from dagster_project.warehouse.project import DBT_PROJECT, dbt_env, locked
+from dagster_project.warehouse.project import DBT_PROJECT, dbt_env, dbt_executable, locked
 
 DATABASE = "benchlake"
 STORAGE_VERSION = "v1.0.0"
@@ -64,7 +66,9 @@ class Workspace:
 @contextlib.contextmanager
 def workspace(home: Path) -> Iterator[Workspace]:
     """The home's dbt workspace, locked for the block (one build per home at a time), its
-    working database created in the catalog's storage format if it does not exist yet."""
+    working database created in the catalog's storage format if it does not exist yet. A home
+    that was moved or copied (its views still read the Parquet of where it was) first has every
+    view rebuilt here, so a build of some models never publishes views of two homes."""
     ws = Workspace(Path(home))
     with locked(ws.folder / ".lock"):
         if not ws.database.exists():
@@ -74,7 +78,38 @@ def workspace(home: Path) -> Iterator[Workspace]:
                             f"(STORAGE_VERSION '{STORAGE_VERSION}')")
             finally:
                 con.close()
+        elif built_for(ws.database) - {_home_text(ws.home)}:
+            _rebuild_views(ws)
         yield ws
+
+
+_READS = re.compile(r"'([^']*?)/tables/raw/")
+
+
+def _home_text(home: Path | str) -> str:
+    return str(Path(home).resolve()) if "://" not in str(home) else str(home).rstrip("/")
+
+
+def built_for(database: Path) -> set[str]:
+    """The homes whose Parquet the views of `database` read (one, unless it was moved)."""
+    con = duckdb.connect(str(database), read_only=True)
+    try:
+        texts = [r[0] for r in con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal"
+                                           ).fetchall()]
+    finally:
+        con.close()
+    return {m.group(1).replace("''", "'") for t in texts for m in _READS.finditer(t)}
+
+
+def _rebuild_views(ws: Workspace) -> None:
+    """`dbt run` of every model (views only, no tests) over the moved home's Parquet."""
+    env = {**os.environ, **ws.env()}
+    done = subprocess.run(
+        [dbt_executable(), "run", "--project-dir", str(DBT_PROJECT.project_dir),
+         "--profiles-dir", str(DBT_PROJECT.profiles_dir), "--target-path", str(ws.target),
+         "--quiet"], env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:  # a model that fails here fails again, named, in the build
+        (ws.folder / "rebuild.log").write_text(done.stdout + done.stderr)
 
 
 def _quote(path: Path | str) -> str:
@@ -155,6 +190,18 @@ def publish(ws: Workspace) -> Path:
     return target
 
 
+def ensure_published(home: Path) -> None:
+    """Publish the catalog again when it is missing (it holds nothing of its own: a user may
+    delete it) or was built for another home (a moved or copied home: its views are rebuilt
+    here first), though this materialization built no view."""
+    ws = Workspace(Path(home))
+    catalog = catalog_path(ws.home)
+    if ws.database.exists() and (not catalog.exists()
+                                 or built_for(catalog) - {_home_text(ws.home)}):
+        with workspace(ws.home):
+            publish(ws)
+
+
 def connect(home: Path | str) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the published catalog of `home` attached read-only as
     `benchlake` (the current schema): every view and seed, as the last `dbt build` made them."""
@@ -162,6 +209,10 @@ def connect(home: Path | str) -> duckdb.DuckDBPyConnection:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no catalog yet: run `benchlake materialize` (or "
                                 "`benchlake demo`) first")
+    others = built_for(path) - {_home_text(home)}
+    if others:  # a moved or copied home: its views would read another home's tables
+        raise ValueError(f"{path} was built for {', '.join(sorted(others))}, not this home: "
+                         "run `benchlake materialize` here to rebuild its views")
     # No replacement scans: a name that is not a view must fail, never silently resolve to a
     # Python variable of the calling frame.
     con = duckdb.connect(":memory:", config={"python_enable_replacements": False})

@@ -12,31 +12,36 @@ from dagster_project.warehouse.catalog import marts, nodes, seeds
 
 # The Python assets (raw tables) and what each declares it reads.
 EXPECTED_DEPS = {
-    "raw_rvp_snapshot": set(),
+    "raw_rvp_snapshot": {"rynn_vp_source"},  # an observed source: its files' identities
     "raw_rvp_checksums": {"raw_rvp_snapshot"},
     "raw_rvp_media": {"raw_rvp_checksums"},
     "raw_rvp_cases": {"raw_rvp_checksums", "raw_rvp_media"},
     "raw_rvp_intervals": {"raw_rvp_checksums", "raw_rvp_media"},
-    "raw_rvp_candidates": {"raw_rvp_cases"},
+    "raw_rvp_candidates": {"raw_rvp_cases", "candidates_dir"},
     # the one Python asset that needs a SQL rule (Done label, clamping) declares the view
     "raw_rvp_evidence_frames": {"raw_rvp_cases", "raw_rvp_media", "raw_rvp_checksums",
                                 "raw_rvp_candidates", "rvp_intervals"},
     "raw_rvp_storyboards": {"raw_rvp_candidates"},
     "raw_rvp_evaluations": {"raw_rvp_candidates"},
-    "raw_rvp_gt_fingerprints": {"raw_rvp_checksums", "raw_rvp_cases"},
+    "raw_rvp_gt_fingerprints": {"raw_rvp_checksums", "raw_rvp_cases", "rvp_prompts"},
     "raw_rvp_judgments": {"raw_rvp_cases", "raw_rvp_intervals", "raw_rvp_candidates",
                           "raw_rvp_evidence_frames", "raw_rvp_storyboards",
-                          "raw_rvp_gt_fingerprints"},
+                          "raw_rvp_gt_fingerprints", "judgments_dir"},
     "raw_rvp_judge_packets": {"raw_rvp_cases", "raw_rvp_gt_fingerprints",
                               "raw_rvp_gt_compilations", "raw_rvp_evaluations",
                               "raw_rvp_evidence_frames", "raw_rvp_intervals",
-                              "raw_rvp_storyboards"},
-    "raw_vv_source": set(),
+                              "raw_rvp_storyboards", "rvp_prompts"},
+    # each stage writes its part of the refusals as it refuses; the table comes after them all
+    "raw_rvp_rejects": {"raw_rvp_checksums", "raw_rvp_media", "raw_rvp_cases",
+                        "raw_rvp_candidates", "raw_rvp_evaluations"},
+    "raw_vv_source": {"video_val_source"},
+    "raw_vv_rejects": {"raw_vv_source"},
     "raw_vv_questions": {"raw_vv_source"},
     "raw_vv_videos": {"raw_vv_questions"},
     "raw_vv_frame_plan": {"raw_vv_videos", "raw_vv_questions"},
     "raw_vv_frames": {"raw_vv_frame_plan", "raw_vv_questions"},
-    "raw_vv_responses": {"raw_vv_questions"},  # verl dumps are resolved against the questions
+    # verl dumps are resolved against the questions
+    "raw_vv_responses": {"raw_vv_questions", "responses_dir"},
     "raw_vv_scored_responses": {"raw_vv_responses", "raw_vv_questions"},
     # verl's metrics of benchlake's own scores follow the default scoring policy (a rule table)
     "raw_vv_verl_metrics": {"raw_vv_scored_responses", "vv_scoring_policies"},
@@ -49,10 +54,9 @@ EXPECTED_CHECKS = {
     ("raw_vv_frame_plan", "vv_frame_plan_within_bounds", False),
     ("raw_rvp_evaluations", "rvp_evidence_within_budget", True),
 }
-# Raw tables no single asset writes: each stage writes its own part of the rejects; the run
-# markers are written by every asset. Declared with their description and group.
-EXTERNAL = {"raw_rvp_rejects": "rynn_vp", "raw_vv_rejects": "video_val",
-            "raw_status_markers": "warehouse"}
+# The raw table no asset writes: the run markers, written by every asset as it starts and
+# finishes. Declared with its description and group.
+EXTERNAL = {"raw_status_markers": "warehouse"}
 
 
 def _graph():
@@ -78,6 +82,17 @@ def test_python_assets_snapshot():
     assert not [k for k in graph.get_all_asset_keys() if graph.get(k).partitions_def]
     assert {s.name for s in defs.sensors} == {"rvp_judgments_sensor", "vv_responses_sensor"}
     assert {s.name for s in defs.schedules} == {"rescoring_daily"}
+
+
+def test_every_input_is_an_observed_source():
+    _, graph, deps, groups = _graph()
+    sources = {k.to_user_string() for k in graph.get_all_asset_keys()
+               if graph.get(k).is_observable}
+    assert sources == {"rynn_vp_source", "candidates_dir", "judgments_dir", "rvp_prompts",
+                       "video_val_source", "responses_dir"}
+    for name in sources:
+        assert graph.get(dg.AssetKey(name)).description
+        assert groups[name] in ("rynn_vp", "video_val")
 
 
 def test_every_view_and_rule_table_is_an_asset_with_its_lineage_and_group():

@@ -88,6 +88,7 @@ from dagster_project.tables import (
     rejects_table,
     rows_to_table,
     stored_path,
+    table_files,
     table_path,
     write_table,
 )
@@ -456,14 +457,29 @@ def _budget_check(home: Path) -> dg.AssetCheckResult:
                                metadata={"max_source_frames": worst or 0, "over_budget": over})
 
 
-# Refusals are written by each stage into its own part (`tables/raw/rvp_rejects/<stage>.parquet`,
-# the evidence one part per case): a table no single asset writes, declared with its writers.
-rvp_rejects = dg.AssetSpec(
-    raw_key("rvp_rejects"), group_name=GROUP, kinds={"parquet"},
-    deps=[raw_key(t) for t in ("rvp_checksums", "rvp_media", "rvp_cases", "rvp_candidates",
-                               "rvp_evaluations")],
-    description="Every input the Rynn-VP ingest refused, with the file and why: one part per "
-    "stage that refused it (checksums, media, cases, candidates, evidence per case).")
+REJECTING_STAGES = ("rvp_checksums", "rvp_media", "rvp_cases", "rvp_candidates",
+                    "rvp_evaluations")
+
+
+@dg.asset(key=raw_key("rvp_rejects"), group_name=GROUP, kinds={"parquet"},
+          deps=[raw_key(t) for t in REJECTING_STAGES])
+def rvp_rejects(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
+    """Every input the Rynn-VP ingest refused, with the file and why. Each stage writes its own
+    part as it refuses (`tables/raw/rvp_rejects/<stage>.parquet`, the evidence one part per
+    case): this asset comes after all of them, so the view over the parts is built once they
+    are all written, and says how many there are."""
+    started(context, benchlake)
+    home = benchlake.settings().home
+    schema_part = table_path(home, "rvp_rejects", "_schema")
+    if not schema_part.exists():  # the view reads every part: one there, even before a stage
+        write_table(rejects_table([]), schema_part)
+    files = table_files(home, "rvp_rejects")
+    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    mark_written(home, "rvp_rejects", context.run.run_id, rows)
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(content_version(home, "rvp_rejects")),
+        metadata={"dagster/row_count": rows, "parts": len(files) - 1,
+                  "path": dg.MetadataValue.path(str(schema_part.parent))})
 
 
 # --- judging -----------------------------------------------------------------------------------

@@ -138,12 +138,19 @@ def vv_source(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
                               unknown_files=dg.MetadataValue.json(src.unknown_files))
 
 
-@dg.asset(key=raw_key("vv_questions"), group_name=GROUP, kinds={"parquet"}, deps=[vv_source])
+@dg.multi_asset(group_name=GROUP, specs=[
+    dg.AssetSpec(raw_key("vv_questions"), kinds={"parquet"}, deps=[vv_source],
+                 description="One row per accepted val parquet row, flattened, with the video "
+                 "path remapped."),
+    dg.AssetSpec(raw_key("vv_rejects"), kinds={"parquet"}, deps=[vv_source],
+                 description="Refused val parquet files and rows, and noted irregularities, "
+                 "with the file, the row and why.")])
 def vv_questions(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """One row per accepted parquet row (`uid = <data_source>:<row_index>`): question text and
     option letters parsed from the user message, ground truth, extra_info flattened, video
     settings, source file and fingerprint, and the video path remapped per
-    VIDEO_VAL_PREFIX_MAP (new columns; the parquets are never modified)."""
+    VIDEO_VAL_PREFIX_MAP (new columns; the parquets are never modified); every refused file or
+    row, and every noted irregularity, in vv_rejects."""
     started(context, benchlake)
     s = benchlake.settings()
     prefix_map = parse_prefix_map(s.video_val_prefix_map_or_demo())
@@ -164,17 +171,23 @@ def vv_questions(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
             rows.append(row)
     rows.sort(key=lambda r: (r["data_source"], r["row_index"]))
     _write_val_rejects(benchlake, "vv_questions", rejects)
+    mark_written(s.home, "vv_rejects", context.run.run_id, len(rejects))
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["data_source"]] = counts.get(r["data_source"], 0) + 1
-    return write_and_describe(context, benchlake,
-        "vv_questions", rows_to_table(rows, QUESTIONS_SCHEMA),
-                              rows_per_source=dg.MetadataValue.json(counts),
-                              rejects=sum(r["action"] != "noted" for r in rejects),
-                              notes=sum(r["action"] == "noted" for r in rejects))
+    yield write_and_describe(context, benchlake, "vv_questions",
+                             rows_to_table(rows, QUESTIONS_SCHEMA),
+                             rows_per_source=dg.MetadataValue.json(counts))
+    yield dg.MaterializeResult(
+        asset_key=raw_key("vv_rejects"),
+        data_version=dg.DataVersion(content_version(s.home, "vv_rejects")),
+        metadata={"dagster/row_count": len(rejects),
+                  "rejected": sum(r["action"] != "noted" for r in rejects),
+                  "noted": sum(r["action"] == "noted" for r in rejects)})
 
 
-@dg.asset(key=raw_key("vv_videos"), group_name=GROUP, kinds={"parquet"}, deps=[vv_questions])
+@dg.asset(key=raw_key("vv_videos"), group_name=GROUP, kinds={"parquet"},
+          deps=[raw_key("vv_questions")])
 def vv_videos(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """One PyAV probe per distinct (remapped) video inside the video roots, the same probe as
     rvp_media; a missing or unreadable file is a row with `ok = false` and the reason. Paths
@@ -196,7 +209,7 @@ class FramePlanConfig(dg.Config):
 
 
 @dg.asset(key=raw_key("vv_frame_plan"), group_name=GROUP, kinds={"parquet"},
-          deps=[vv_videos, vv_questions])
+          deps=[vv_videos, raw_key("vv_questions")])
 def vv_frame_plan(context: dg.AssetExecutionContext, config: FramePlanConfig,
                   benchlake: BenchlakeSettings):
     """Exactly what qwen-vl-utils 0.0.14 computes for each video under its row's settings:
@@ -233,7 +246,7 @@ def vv_frame_plan(context: dg.AssetExecutionContext, config: FramePlanConfig,
 
 
 @dg.asset(key=raw_key("vv_frames"), group_name=GROUP, kinds={"parquet"},
-          deps=[vv_frame_plan, vv_questions])
+          deps=[vv_frame_plan, raw_key("vv_questions")])
 def vv_frames(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """The planned frames of every planned video, at the planned size: one part per
     data_source, the videos fanned out over two processes."""
@@ -272,13 +285,6 @@ def vv_frames(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
         data_version=dg.DataVersion(content_version(s.home, "vv_frames")))
 
 
-# Refused and noted val rows, one part per stage that read them (`tables/raw/vv_rejects/`).
-vv_rejects = dg.AssetSpec(
-    raw_key("vv_rejects"), group_name=GROUP, kinds={"parquet"}, deps=[raw_key("vv_questions")],
-    description="Refused val parquet files and rows, and noted irregularities, with the file, "
-    "the row and why.")
-
-
 RESPONSE_TABLES = ("vv_response_files", "vv_responses", "vv_response_rejects")
 
 
@@ -299,7 +305,8 @@ def _parts_result(context: dg.AssetExecutionContext, benchlake: BenchlakeSetting
 
 @dg.multi_asset(
     group_name=GROUP,
-    specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"}, deps=[vv_questions, responses_dir])
+    specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"},
+                        deps=[raw_key("vv_questions"), responses_dir])
            for name in RESPONSE_TABLES],
 )
 def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
@@ -331,7 +338,7 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
 
 
 @dg.asset(key=raw_key("vv_scored_responses"), group_name=GROUP, kinds={"parquet"},
-          deps=[raw_key("vv_responses"), vv_questions])
+          deps=[raw_key("vv_responses"), raw_key("vv_questions")])
 def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Every response scored once, part by part: the letter from the last balanced \\boxed{} in
     the last <answer> block, else lmms-eval 0.7.3's extract_mcq_answer, and the format flag under
