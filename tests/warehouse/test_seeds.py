@@ -17,7 +17,7 @@ SEEDS = sorted(p.stem for p in SEEDS_DIR.glob("*.csv"))
 
 def test_the_rule_tables_are_seeds() -> None:
     assert {"rvp_reporting_profiles", "rvp_metric_weights", "vv_scoring_policies",
-            "stat_t_quantiles"} <= set(SEEDS)
+            "stat_t_quantiles", "rvp_metrics", "vv_format_rules"} <= set(SEEDS)
 
 
 @pytest.mark.parametrize("name", SEEDS)
