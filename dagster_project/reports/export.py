@@ -36,6 +36,7 @@ from dagster_project.reports.markdown import (
 )
 from dagster_project.settings import SQL_DIR
 from dagster_project.tables import atomic_write_bytes, write_table
+from dagster_project.warehouse.seeds import read_seed
 from dagster_project.warehouse.views import connect, view_names
 
 RVP_REPORT_VIEWS = (
@@ -182,6 +183,12 @@ def _query(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
             for row in cur.fetchall()]
 
 
+def _seed_rows(seed: str, order: Sequence[str]) -> list[dict[str, Any]]:
+    """A seed's rows as JSON values, sorted by the `order` columns."""
+    rows = sorted(read_seed(seed), key=lambda r: tuple(r[c] for c in order))
+    return [{k: _json_value(v) for k, v in r.items()} for r in rows]
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
 
@@ -236,16 +243,15 @@ def _manifest(con: duckdb.DuckDBPyConnection, available: set[str], home: Path,
               profiles: Sequence[str], stamp: str, exports: dict[str, _ViewExport],
               skipped: dict[str, str], charts: list[str],
               file_rows: dict[str, int | None], out_dir: Path) -> dict[str, Any]:
-    profile_rows: list[dict[str, Any]] = []
-    if "rvp_reporting_profiles" in available:
-        for p in _query(con, "SELECT * FROM rvp_reporting_profiles ORDER BY profile"):
-            if p["profile"] in profiles:
-                profile_rows.append(p)
-    if "rvp_metric_weights" in available:
-        weights = _query(con, "SELECT * FROM rvp_metric_weights ORDER BY ALL")
-        for p in profile_rows:
-            p["metric_weights"] = [{k: v for k, v in w.items() if k != "profile"}
-                                   for w in weights if w["profile"] == p["profile"]]
+    # The rules are the seeds' rows (what the views were built from), in the order the manifest
+    # always listed them: profiles by name, weights by all columns, policies by name.
+    profile_rows = [p for p in _seed_rows("rvp_reporting_profiles", ("profile",))
+                    if p["profile"] in profiles]
+    weights = _seed_rows("rvp_metric_weights",
+                         ("profile", "axis", "metric", "plan_rule", "weight"))
+    for p in profile_rows:
+        p["metric_weights"] = [{k: v for k, v in w.items() if k != "profile"}
+                               for w in weights if w["profile"] == p["profile"]]
 
     inputs: dict[str, Any] = {"rynn_vp": _rvp_inputs(con, available)}
     if "vv_questions" in available:
@@ -273,9 +279,7 @@ def _manifest(con: duckdb.DuckDBPyConnection, available: set[str], home: Path,
             denominators[view] = [{k: _json_value(r[k]) for k in cols}
                                   for r in exports[view].rows]
 
-    policy: Any = None
-    if "vv_scoring_policies" in available:
-        policy = _query(con, "SELECT * FROM vv_scoring_policies ORDER BY policy")
+    policy = _seed_rows("vv_scoring_policies", ("policy",))
 
     files = {name: {"rows": rows, "bytes": (out_dir / name).stat().st_size,
                     "sha256": _sha256_file(out_dir / name)}
@@ -328,18 +332,15 @@ def _prepare_out(out_root: Path, stamp: str) -> Path:
         raise ReportError(f"cannot write to {out_root}: {exc.strerror or exc}") from None
 
 
-def _resolve_profiles(con: duckdb.DuckDBPyConnection, available: set[str],
-                      profiles: list[str] | None) -> list[str]:
-    known = ([r[0] for r in con.execute(
-        "SELECT DISTINCT profile FROM rvp_reporting_profiles ORDER BY 1").fetchall()]
-        if "rvp_reporting_profiles" in available else [])
+def _resolve_profiles(profiles: list[str] | None) -> list[str]:
+    known = sorted({p["profile"] for p in read_seed("rvp_reporting_profiles")})
     if profiles is None:
         return known
     chosen = list(dict.fromkeys(profiles))  # keep order, drop repeats
     for name in chosen:
         if name not in known:
             raise ReportError(f"unknown profile {name!r}; profiles: "
-                              f"{', '.join(known) or '(none materialized)'}")
+                              f"{', '.join(known) or '(none)'}")
     return chosen
 
 
@@ -364,7 +365,7 @@ def export_reports(
         views = [v for v in REPORT_VIEWS if v in available]
         if not views:
             raise empty
-        chosen = _resolve_profiles(con, available, profiles)
+        chosen = _resolve_profiles(profiles)
         explicit = stamp is not None
         stamp = stamp or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         if "/" in stamp or stamp.startswith("."):

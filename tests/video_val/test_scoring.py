@@ -29,6 +29,7 @@ from dagster_project.video_val.format_rules import (
     format_card,
     format_exact,
 )
+from dagster_project.video_val.policies import default_policy, default_policy_row
 from dagster_project.video_val.scoring import Scored, score_frame, score_response
 from dagster_project.warehouse.seeds import read_seed
 from tests.oracles.wheels import extract, load, wheel
@@ -355,6 +356,14 @@ def test_the_format_rules_seed_is_what_python_implements():
         assert r["column"] == f"format_{r['rule']}"  # the column the verl metrics read too
         assert r["column"] in scoring.SCORED_SCHEMA.names
     assert {p["format_rule"] for p in read_seed("vv_scoring_policies")} <= set(FORMAT_RULES)
+
+
+def test_the_default_policy_is_the_seeds_default_row():
+    assert default_policy_row()["policy"] == "card"
+    # Its repr is in the key that keeps a verl metrics part (response_parts.verl_metric_parts):
+    # read from the seed, it is what the view used to give, so no part is computed again.
+    assert repr(default_policy()) == (
+        "DefaultPolicy(format_rule='card', accuracy_weight=0.8, format_weight=0.2)")
 
 
 def test_score_response():
