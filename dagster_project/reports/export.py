@@ -1,7 +1,8 @@
 """Report exports: every mart as CSV, Parquet, Markdown and JSON, PNG charts, and a manifest.
 
 `export_reports` reads the published catalog read-only, as `benchlake sql` does
-(`warehouse.catalog.connect`), so a materialization running meanwhile never blocks it.
+(`warehouse.catalog.connect`), so a materialization running meanwhile never blocks it. Which views it writes, in which order and under which caption is declared beside each
+view, in its dbt YAML (`config.meta.export`), and read from the dbt manifest (`report_views`).
 Everything is written into a hidden temp folder beside the target and renamed at the end, so a
 half-written export never appears. The same warehouse and stamp give byte-identical files (fixed
 row order, number formatting, chart size/dpi, no PNG timestamps), so exports can be diffed.
@@ -18,6 +19,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -35,71 +37,40 @@ from dagster_project.reports.markdown import (
 )
 from dagster_project.settings import SQL_DIR
 from dagster_project.tables import atomic_write_bytes, write_table
-from dagster_project.warehouse.catalog import connect, view_names
-
-RVP_REPORT_VIEWS = (
-    "rvp_leaderboard", "rvp_by_scene", "rvp_by_source_group", "rvp_metric_means",
-    "rvp_hallucination_rates", "rvp_hallucinations", "rvp_candidate_coverage",
-    "rvp_candidate_scores", "rvp_evaluations", "rvp_dataset_stats", "rvp_judgment_rejects",
-    "rvp_rejects", "rvp_system_pairs", "rvp_judge_agreement",
-)
-VV_REPORT_VIEWS = (
-    "vv_scores", "vv_breakdowns", "vv_coverage", "vv_best_checkpoints", "vv_run_deltas",
-    "vv_scores_at_k", "vv_rejects", "vv_response_rejects", "vv_scoring_policies",
-    "vv_policy_diff_scores", "vv_verl_metrics", "vv_tool_disagreements", "vv_run_pairs",
-)
-# Exported only where the warehouse defines it (it arrives with the profile-comparison work);
-# absent optional views are not listed as skipped.
-OPTIONAL_REPORT_VIEWS = ("rvp_profile_diff",)
-REPORT_VIEWS: tuple[str, ...] = RVP_REPORT_VIEWS + VV_REPORT_VIEWS + OPTIONAL_REPORT_VIEWS
+from dagster_project.warehouse.catalog import connect
+from dagster_project.warehouse.project import DBT_PROJECT
+from dagster_project.warehouse.seeds import read_seed
 
 FORMATS = ("csv", "parquet", "md", "json")
-LEADERBOARD_NOTE = "means over scored cases; n_scored/n_cases shown"
-_LEADERBOARDS = {"rvp_leaderboard", "rvp_by_scene", "rvp_by_source_group"}
 
-CAPTIONS = {
-    "rvp_leaderboard": "Rynn-VP leaderboard per profile, judge run and modality (ranked within "
-                       "modality)",
-    "rvp_by_scene": "Rynn-VP scores per system and scene label",
-    "rvp_by_source_group": "Rynn-VP scores per system and source group",
-    "rvp_metric_means": "Mean, min and max of every Rynn-VP metric per judge run and system, over "
-                        "final accepted judgments",
-    "rvp_hallucination_rates": "Share of scored Rynn-VP evaluations with at least one localized "
-                               "hallucination",
-    "rvp_hallucinations": "Every localized hallucination in an accepted Rynn-VP judgment",
-    "rvp_candidate_coverage": "Rynn-VP system × case: whether a usable candidate exists",
-    "rvp_candidate_scores": "Rynn-VP axis scores and totals per profile, judge run, system and "
-                            "case",
-    "rvp_evaluations": "One row per Rynn-VP evaluation: evidence clip bounds, panels, truncation",
-    "rvp_dataset_stats": "Rynn-VP dataset-card statistics, one row per property",
-    "rvp_judgment_rejects": "Refused judgment records and files, with the reason",
-    "rvp_rejects": "Rynn-VP inputs the ingest refused, with the reason",
-    "vv_scores": "Val-suite accuracy, format rate and composite per scoring policy, run, step "
-                 "and data_source ('all' = micro-average, 'macro' = mean of sources)",
-    "vv_breakdowns": "Val-suite scores per task, category, question type and subject",
-    "vv_coverage": "Val-suite responded vs total questions per run, step and data_source",
-    "vv_best_checkpoints": "Per val run, the step with the highest 'all' accuracy (ties: "
-                           "earliest), and whether it is distinguishable from the runner-up",
-    "vv_run_deltas": "Val-suite accuracy deltas of every run against every other (same step, best "
-                     "vs best)",
-    "vv_scores_at_k": "Val-suite mean@k, pass@k and majority-vote accuracy with several samples",
-    "vv_rejects": "Refused or noted val-suite files and rows, with the reason",
-    "vv_response_rejects": "Refused val-suite response records and files, with the reason",
-    "vv_scoring_policies": "Val-suite scoring policies: format rule and composite weights",
-    "vv_policy_diff_scores": "Val-suite scores under two scoring policies side by side, with "
-                             "the deltas and the responses that flip",
-    "vv_verl_metrics": "verl 0.9.1's validation metrics of every verl dump (acc/mean@N, "
-                       "maj@n, best@n, ...) with the wandb key verl logs each under",
-    "vv_tool_disagreements": "Responses where verl's or lmms-eval's recorded verdict differs "
-                             "from benchlake's scoring of the same output",
-    "rvp_system_pairs": "Rynn-VP systems compared pairwise over the cases both scored: mean "
-                        "final_score difference, its 95 % interval, paired t and bootstrap p",
-    "rvp_judge_agreement": "Agreement of two Rynn-VP judge runs: correlation and mean absolute "
-                           "difference per score, Kendall's tau between their leaderboards",
-    "vv_run_pairs": "Val-suite checkpoints compared pairwise over the questions both answered: "
-                    "accuracy difference, its 95 % interval, paired t and McNemar p",
-    "rvp_profile_diff": "Rynn-VP score changes between two reporting profiles per system and case",
-}
+
+@dataclass(frozen=True)
+class ReportView:
+    """A view the export writes, as its dbt YAML declares it: `config.meta.export` of the model
+    (or seed) holds `order` (place in the export), `caption` (as written, note included) and
+    `optional` (exported only where the warehouse defines it; absent, it is not listed as
+    skipped)."""
+
+    name: str
+    order: int
+    caption: str
+    optional: bool
+
+
+@cache
+def _report_views_of(manifest_path: str, mtime: float) -> tuple[ReportView, ...]:
+    nodes = json.loads(Path(manifest_path).read_text(encoding="utf-8"))["nodes"].values()
+    found = [ReportView(n["name"], int(e["order"]), str(e["caption"]), bool(e["optional"]))
+             for n in nodes if n["resource_type"] in ("model", "seed")
+             and (e := n["config"].get("meta", {}).get("export")) is not None]
+    return tuple(sorted(found, key=lambda v: (v.order, v.name)))
+
+
+def report_views() -> tuple[ReportView, ...]:
+    """Every view the export writes, in export order, from the dbt manifest."""
+    path = DBT_PROJECT.manifest_path
+    return _report_views_of(str(path), path.stat().st_mtime)
+
 
 PACKAGES = ("benchlake", "dagster", "duckdb", "polars", "pyarrow", "av", "matplotlib")
 
@@ -138,14 +109,12 @@ def _has_final_order_by(view: str) -> bool:
     return re.search(r"\border\s+by\b", "".join(top), re.IGNORECASE) is not None
 
 
-def _caption(view: str) -> str:
-    caption = CAPTIONS.get(view)
-    if caption is None:  # a view added later: its SQL's leading comment says what it is
-        files = list(SQL_DIR.rglob(f"{view}.sql"))
-        lines = files[0].read_text(encoding="utf-8").splitlines() if files else []
-        comment = " ".join(ln.lstrip("- ").strip() for ln in lines if ln.startswith("--"))
-        caption = (comment.split(". ")[0].rstrip(".") or view) if comment else view
-    return f"{caption}: {LEADERBOARD_NOTE}." if view in _LEADERBOARDS else f"{caption}."
+def _relation_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The views of the current database and its tables: a seed (vv_scoring_policies is
+    exported) is the table `dbt seed` loaded, not a view."""
+    return {r[0] for r in con.execute(
+        "SELECT table_name FROM information_schema.tables "
+        "WHERE table_catalog = current_database() AND table_schema = current_schema()").fetchall()}
 
 
 def _columns(con: duckdb.DuckDBPyConnection, view: str) -> list[tuple[str, str]]:
@@ -179,6 +148,12 @@ def _query(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
     names = [d[0] for d in cur.description]
     return [{k: _json_value(v) for k, v in zip(names, row, strict=True)}
             for row in cur.fetchall()]
+
+
+def _seed_rows(seed: str, order: Sequence[str]) -> list[dict[str, Any]]:
+    """A seed's rows as JSON values, sorted by the `order` columns."""
+    rows = sorted(read_seed(seed), key=lambda r: tuple(r[c] for c in order))
+    return [{k: _json_value(v) for k, v in r.items()} for r in rows]
 
 
 def _dumps(obj: Any) -> str:
@@ -235,16 +210,15 @@ def _manifest(con: duckdb.DuckDBPyConnection, available: set[str], home: Path,
               profiles: Sequence[str], stamp: str, exports: dict[str, _ViewExport],
               skipped: dict[str, str], charts: list[str],
               file_rows: dict[str, int | None], out_dir: Path) -> dict[str, Any]:
-    profile_rows: list[dict[str, Any]] = []
-    if "rvp_reporting_profiles" in available:
-        for p in _query(con, "SELECT * FROM rvp_reporting_profiles ORDER BY profile"):
-            if p["profile"] in profiles:
-                profile_rows.append(p)
-    if "rvp_metric_weights" in available:
-        weights = _query(con, "SELECT * FROM rvp_metric_weights ORDER BY ALL")
-        for p in profile_rows:
-            p["metric_weights"] = [{k: v for k, v in w.items() if k != "profile"}
-                                   for w in weights if w["profile"] == p["profile"]]
+    # The rules are the seeds' rows (what the views were built from), in the order the manifest
+    # always listed them: profiles by name, weights by all columns, policies by name.
+    profile_rows = [p for p in _seed_rows("rvp_reporting_profiles", ("profile",))
+                    if p["profile"] in profiles]
+    weights = _seed_rows("rvp_metric_weights",
+                         ("profile", "axis", "metric", "plan_rule", "weight"))
+    for p in profile_rows:
+        p["metric_weights"] = [{k: v for k, v in w.items() if k != "profile"}
+                               for w in weights if w["profile"] == p["profile"]]
 
     inputs: dict[str, Any] = {"rynn_vp": _rvp_inputs(con, available)}
     if "vv_questions" in available:
@@ -272,9 +246,7 @@ def _manifest(con: duckdb.DuckDBPyConnection, available: set[str], home: Path,
             denominators[view] = [{k: _json_value(r[k]) for k in cols}
                                   for r in exports[view].rows]
 
-    policy: Any = None
-    if "vv_scoring_policies" in available:
-        policy = _query(con, "SELECT * FROM vv_scoring_policies ORDER BY policy")
+    policy = _seed_rows("vv_scoring_policies", ("policy",))
 
     files = {name: {"rows": rows, "bytes": (out_dir / name).stat().st_size,
                     "sha256": _sha256_file(out_dir / name)}
@@ -327,18 +299,15 @@ def _prepare_out(out_root: Path, stamp: str) -> Path:
         raise ReportError(f"cannot write to {out_root}: {exc.strerror or exc}") from None
 
 
-def _resolve_profiles(con: duckdb.DuckDBPyConnection, available: set[str],
-                      profiles: list[str] | None) -> list[str]:
-    known = ([r[0] for r in con.execute(
-        "SELECT DISTINCT profile FROM rvp_reporting_profiles ORDER BY 1").fetchall()]
-        if "rvp_reporting_profiles" in available else [])
+def _resolve_profiles(profiles: list[str] | None) -> list[str]:
+    known = sorted({p["profile"] for p in read_seed("rvp_reporting_profiles")})
     if profiles is None:
         return known
     chosen = list(dict.fromkeys(profiles))  # keep order, drop repeats
     for name in chosen:
         if name not in known:
             raise ReportError(f"unknown profile {name!r}; profiles: "
-                              f"{', '.join(known) or '(none materialized)'}")
+                              f"{', '.join(known) or '(none)'}")
     return chosen
 
 
@@ -360,11 +329,12 @@ def export_reports(
         # One thread: ties in a view's ORDER BY and hash aggregates come out in the same order
         # every time (the marts are small, so this costs little).
         con.execute("SET threads = 1")
-        available = set(view_names(con))
-        views = [v for v in REPORT_VIEWS if v in available]
+        available = _relation_names(con)
+        exported = report_views()
+        views = [v for v in exported if v.name in available]
         if not views:
             raise empty
-        chosen = _resolve_profiles(con, available, profiles)
+        chosen = _resolve_profiles(profiles)
         explicit = stamp is not None
         stamp = stamp or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         if "/" in stamp or stamp.startswith("."):
@@ -378,7 +348,7 @@ def export_reports(
             final = out_root / f"{stamp}-{n}"
         tmp = _prepare_out(out_root, stamp)
         try:
-            _write_export(con, tmp, home, available, views, chosen, final.name,
+            _write_export(con, tmp, home, available, exported, views, chosen, final.name,
                           not_created)
             os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700 would hide it from others
             os.rename(tmp, final)
@@ -397,13 +367,15 @@ def _umask() -> int:
 
 
 def _write_export(con: duckdb.DuckDBPyConnection, out: Path, home: Path,
-                  available: set[str], views: list[str], profiles: list[str], stamp: str,
+                  available: set[str], exported: Sequence[ReportView],
+                  views: Sequence[ReportView], profiles: list[str], stamp: str,
                   not_created: dict[str, str]) -> None:
     exports: dict[str, _ViewExport] = {}
     file_rows: dict[str, int | None] = {}
-    for view in views:
+    for report in views:
+        view = report.name
         table, rows = _read_view(con, view, profiles)
-        export = _ViewExport(view, _caption(view), table.column_names, rows)
+        export = _ViewExport(view, report.caption, table.column_names, rows)
         export.files = {fmt: f"{view}.{fmt}" for fmt in FORMATS}
         atomic_write_bytes(out / export.files["csv"],
                            _render_csv(export.columns, rows).encode("utf-8"))
@@ -414,9 +386,10 @@ def _write_export(con: duckdb.DuckDBPyConnection, out: Path, home: Path,
         atomic_write_bytes(out / export.files["json"], _dumps(data).encode("utf-8"))
         file_rows.update({name: len(rows) for name in export.files.values()})
         exports[view] = export
-    skipped = {v: not_created.get(v, "not in the catalog (not materialized)") for v in REPORT_VIEWS
-               if v not in available and v not in OPTIONAL_REPORT_VIEWS}
-    skipped.update({v: not_created[v] for v in OPTIONAL_REPORT_VIEWS if v in not_created})
+    skipped = {v.name: not_created.get(v.name, "not in the catalog (not materialized)") for v in exported
+               if v.name not in available and not v.optional}
+    skipped.update({v.name: not_created[v.name] for v in exported
+                    if v.optional and v.name in not_created})
     charts = _write_charts(exports, profiles, out / "charts")
     file_rows.update({c: None for c in charts})
     file_rows.update({page: None for page in write_html(con, out, profiles, charts, stamp)})

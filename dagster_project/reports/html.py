@@ -35,6 +35,7 @@ import duckdb
 
 from dagster_project.reports.charts import safe_name
 from dagster_project.reports.markdown import NULL_MARK, format_number
+from dagster_project.video_val.policies import default_policy_row
 from dagster_project.warehouse.catalog import view_names
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -286,7 +287,7 @@ def _evaluation_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, media
 
 def _checkpoint_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, common: dict,
                       charts: list[str], views: set[str]) -> list[str]:
-    [(policy,)] = con.execute("SELECT policy FROM vv_scoring_policies WHERE is_default").fetchall()
+    policy = default_policy_row()["policy"]
     scores = _grouped([dict(r, key=(r["run_id"], r["step"])) for r in _rows(
         con, "SELECT * FROM vv_scores ORDER BY policy, run_id, step, data_source")], "key")
     breakdowns = _grouped([dict(r, key=(r["run_id"], r["step"])) for r in _rows(

@@ -11,7 +11,6 @@ size are streamed; a single record over `MAX_RECORD_BYTES` is one reject with it
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import math
@@ -27,6 +26,7 @@ from jsonschema.exceptions import ValidationError
 
 from dagster_project.dropfolder import read_records
 from dagster_project.settings import ASSETS_DIR
+from dagster_project.warehouse.seeds import read_seed
 
 # A judgment is a few KB: a record over 1 MB is a runaway, refused alone (files: any size).
 MAX_RECORD_BYTES = 1024 * 1024
@@ -34,16 +34,11 @@ JUDGMENT_SCHEMA = "judgment_record.schema.json"
 GT_SCHEMA = "gt_compilation.schema.json"
 
 
-def _metrics() -> list[dict[str, str]]:
-    """The metric contract, one row per metric (`assets/rvp_metrics.csv`): name, column of the
-    judgments table, axis, and rule (`required`; `explicit_plan`: required iff the case has an
-    explicit plan, refused otherwise; `diagnostic`: optional, recorded, never scored). A new
-    metric is a new row there (and its weight rows in sql/.../rvp_metric_weights.sql)."""
-    with (ASSETS_DIR / "rvp_metrics.csv").open(encoding="utf-8", newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
-METRICS = _metrics()
+# The metric contract, one row per metric (the dbt seed `rvp_metrics`, which the views read too):
+# name, column of the judgments table, axis, and rule (`required`; `explicit_plan`: required iff
+# the case has an explicit plan, refused otherwise; `diagnostic`: optional, recorded, never
+# scored). A new metric is a new row there (and its weight rows in the seed rvp_metric_weights).
+METRICS: list[dict[str, str]] = read_seed("rvp_metrics")
 METRIC_COLUMNS: dict[str, str] = {m["metric"]: m["column"] for m in METRICS}
 REQUIRED_METRICS = tuple(m["metric"] for m in METRICS if m["rule"] == "required")
 PLAN_METRICS = tuple(m["metric"] for m in METRICS if m["rule"] == "explicit_plan")

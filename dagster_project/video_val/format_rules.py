@@ -1,6 +1,7 @@
 """Format rules for the val suite: whether a response has the card's
 `<think>…</think><answer>…</answer>` form with ≥ `MIN_THINK_CHARS` non-whitespace characters of
-thinking. A scoring policy (`vv_scoring_policies`, SQL) chooses one of `FORMAT_RULES`.
+thinking. A scoring policy (the dbt seed `vv_scoring_policies`) chooses one of `FORMAT_RULES`;
+the seed `vv_format_rules` lists the same rules for the views (a test keeps the two equal).
 
 Format rules
   * `card` (`format_card`, the card's sentence read literally; the default policy's): the four

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dagster_project.tables import streaming_parquet, table_path, write_table
+from dagster_project.video_val.policies import DefaultPolicy
 from dagster_project.video_val.responses import (
     BATCH_ROWS,
     DUMP_PART_KEY,
@@ -204,15 +205,6 @@ def score_parts(home: Path, questions: pl.DataFrame) -> PartsResult:
 
 
 METRICS_KEY = b"benchlake.verl_metrics_inputs"
-
-
-@dataclass(frozen=True)
-class DefaultPolicy:
-    """What benchlake's own verl metrics are scored under (vv_scoring_policies' default row)."""
-
-    format_rule: str  # `card` or `exact`: the scored column format_<rule>
-    accuracy_weight: float
-    format_weight: float
 
 
 def verl_metric_parts(home: Path, policy: DefaultPolicy) -> PartsResult:

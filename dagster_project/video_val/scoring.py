@@ -3,8 +3,8 @@
 The dataset card ("Reward and answer format") fixes the rule: the letter from `\\boxed{...}` in
 the `<answer>` block, else lmms-eval's `extract_mcq_answer` (`answer_extraction.py`), a format
 reward (`format_rules.py`), and composite = 0.8 × accuracy + 0.2 × format. A scoring *policy* is
-data (`vv_scoring_policies`, SQL): which format rule, which weights; the views expand the scores
-per policy.
+data (the dbt seed `vv_scoring_policies`, read in Python by `policies.py`): which format rule,
+which weights; the views expand the scores per policy, so no weight is written here.
 
 `correct` = the extracted letter equals the ground truth (exact string comparison). Option
 letters are letters or digits ("ABCD"); other option strings raise ValueError.
@@ -42,7 +42,6 @@ from dagster_project.video_val.answer_extraction import (
 from dagster_project.video_val.format_rules import MIN_THINK_CHARS, format_card, format_exact
 
 ExtractionMethod = Literal["boxed_answer", "fallback", "none"]
-ACCURACY_WEIGHT, FORMAT_WEIGHT = 0.8, 0.2
 
 
 def _check_letter_value(option_letters: str) -> None:
@@ -57,11 +56,6 @@ class Scored(NamedTuple):
     correct: bool
     format_card: bool
     format_exact: bool
-
-
-def composite(correct: bool, fmt: bool) -> float:
-    """The card's composite, 0.8 accuracy + 0.2 format (the weights of both policies)."""
-    return ACCURACY_WEIGHT * correct + FORMAT_WEIGHT * fmt
 
 
 def score_response(response: str, option_letters: str, ground_truth: str | None) -> Scored:

@@ -102,6 +102,9 @@ def test_every_view_and_rule_table_is_an_asset_with_its_lineage_and_group():
     assert {"rvp_leaderboard", "rvp_by_scene", "vv_scores", "vv_best_checkpoints",
             "rvp_dataset_stats", "benchlake_status"} <= models.keys()
     raw = {k for k in deps if k.startswith("raw_")}
+    # the rule tables (dbt seeds) are assets too, under their names, with no upstream
+    for name in seeds():
+        assert deps[name] == set(), name
     for name, node in models.items():
         assert name in deps, name  # the model is an asset under its own name
         # upstream: the models it refs, the raw tables it reads (staging only), nothing else

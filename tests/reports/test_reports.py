@@ -26,12 +26,7 @@ from PIL import Image
 
 from dagster_project.reports import export_reports
 from dagster_project.reports.charts import chart_accuracy_by_step, chart_leaderboard
-from dagster_project.reports.export import (
-    LEADERBOARD_NOTE,
-    PACKAGES,
-    REPORT_VIEWS,
-    ReportError,
-)
+from dagster_project.reports.export import PACKAGES, ReportError, report_views
 from dagster_project.reports.html import checkpoint_page, evaluation_page, latest_report
 from dagster_project.reports.markdown import NULL_MARK, format_number
 from dagster_project.settings import Settings
@@ -76,9 +71,23 @@ def _manifest(export_dir: Path) -> dict:
     return json.loads((export_dir / "manifest.json").read_text(encoding="utf-8"))
 
 
+def test_the_export_list_is_declared_in_the_dbt_yaml() -> None:
+    """Each exported view says so in its own YAML (config.meta.export): a place, a caption, and
+    whether it may be missing. The order is the one the exports always had: Rynn-VP, then the
+    val suite, then the optional views."""
+    views = report_views()
+    names = [v.name for v in views]
+    assert len(set(names)) == len(names) and len({v.order for v in views}) == len(views)
+    assert names[:3] == ["rvp_leaderboard", "rvp_by_scene", "rvp_by_source_group"]
+    assert names.index("rvp_judge_agreement") < names.index("vv_scores")
+    assert "vv_scoring_policies" in names  # a seed is exported like a model
+    assert [v.name for v in views if v.optional] == ["rvp_profile_diff"] == names[-1:]
+    assert all(v.caption.endswith(".") and "  " not in v.caption for v in views)
+
+
 def test_every_view_in_four_formats_with_equal_row_counts(export_dir: Path,
                                                           available: set[str]) -> None:
-    expected = [v for v in REPORT_VIEWS if v in available]
+    expected = [v.name for v in report_views() if v.name in available]
     assert {"rvp_leaderboard", "rvp_by_scene", "vv_scores", "vv_best_checkpoints"} <= set(expected)
     assert export_dir.name == STAMP
     assert [p.name for p in export_dir.parent.iterdir()] == [STAMP]  # no temp folder left behind
@@ -104,7 +113,7 @@ def test_every_view_in_four_formats_with_equal_row_counts(export_dir: Path,
 def test_markdown_is_a_report_table(export_dir: Path) -> None:
     text = (export_dir / "rvp_leaderboard.md").read_text(encoding="utf-8")
     caption = text.splitlines()[2]
-    assert LEADERBOARD_NOTE in caption
+    assert caption.endswith(": means over scored cases; n_scored/n_cases shown.")
     header, rows = _markdown_table(export_dir / "rvp_leaderboard.md")
     assert header[0].startswith("| profile |") and SEPARATOR.match(header[1])
     assert header[1].count("---:") >= 4  # numbers right-aligned

@@ -165,19 +165,15 @@ def test_modalities_are_ranked_separately(demo_warehouse):
 def test_a_second_profile_is_a_data_change_only(demo_warehouse, tmp_path):
     sql = tmp_path / "sql"
     shutil.copytree(SQL_DIR, sql, ignore=shutil.ignore_patterns("target", "logs"))
-    profiles = sql / "models" / "rynn_vp" / "marts" / "rvp_reporting_profiles.sql"
-    weights = sql / "models" / "rynn_vp" / "marts" / "rvp_metric_weights.sql"
-    text = profiles.read_text()
-    profiles.write_text(text.replace(
-        "'Dataset card current profile: Overall = 0.50 PI + 0.40 VR + 0.10 VQ')",
-        "'Dataset card current profile: Overall = 0.50 PI + 0.40 VR + 0.10 VQ'),\n"
-        "    ('pi_heavy', 0.70, 0.20, 0.10, 0.55, 0.45, 'test profile')"))
-    wtext = weights.read_text()
-    rows = [line for line in wtext.splitlines() if line.strip().startswith("('current'")]
-    extra = [line.rstrip(",").replace("'current'", "'pi_heavy'") for line in rows]
-    weights.write_text(wtext.replace(rows[-1], rows[-1] + ",\n" + ",\n".join(extra)))
-    untouched = {p.relative_to(sql) for p in sql.rglob("*.sql")} - {
-        profiles.relative_to(sql), weights.relative_to(sql)}
+    profiles = sql / "seeds" / "rvp_reporting_profiles.csv"
+    weights = sql / "seeds" / "rvp_metric_weights.csv"
+    with profiles.open("a", encoding="utf-8") as fh:
+        fh.write("pi_heavy,0.70,0.20,0.10,0.55,0.45,test profile\n")
+    current = [line for line in weights.read_text().splitlines() if line.startswith("current,")]
+    with weights.open("a", encoding="utf-8") as fh:
+        fh.write("".join(line.replace("current,", "pi_heavy,", 1) + "\n" for line in current))
+    changed = {profiles.relative_to(sql), weights.relative_to(sql)}
+    untouched = {p.relative_to(sql) for p in sql.rglob("*") if p.is_file()} - changed
     assert all((sql / p).read_bytes() == (SQL_DIR / p).read_bytes() for p in untouched)
     con, skipped = connect(demo_warehouse.home, sql_dir=sql)
     assert "rvp_leaderboard" not in skipped

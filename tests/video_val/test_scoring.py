@@ -29,7 +29,9 @@ from dagster_project.video_val.format_rules import (
     format_card,
     format_exact,
 )
+from dagster_project.video_val.policies import default_policy, default_policy_row
 from dagster_project.video_val.scoring import Scored, score_frame, score_response
+from dagster_project.warehouse.seeds import read_seed
 from tests.oracles.wheels import extract, load, wheel
 
 ORACLE_VERSION = "0.7.3"
@@ -342,6 +344,26 @@ def test_format_rules(response: str, card: bool, exact: bool):
     assert format_card(response) is card
     assert format_exact(response) is exact
     assert FORMAT_RULES["card"](response) is card and FORMAT_RULES["exact"](response) is exact
+
+
+def test_the_format_rules_seed_is_what_python_implements():
+    """Every rule of the seed vv_format_rules (what the views select a policy's column by) is one
+    FORMAT_RULES implements and vice versa, each with its column in the scored responses, and
+    every policy names one of them."""
+    rules = read_seed("vv_format_rules")
+    assert [r["rule"] for r in rules] == list(FORMAT_RULES)
+    for r in rules:
+        assert r["column"] == f"format_{r['rule']}"  # the column the verl metrics read too
+        assert r["column"] in scoring.SCORED_SCHEMA.names
+    assert {p["format_rule"] for p in read_seed("vv_scoring_policies")} <= set(FORMAT_RULES)
+
+
+def test_the_default_policy_is_the_seeds_default_row():
+    assert default_policy_row()["policy"] == "card"
+    # Its repr is in the key that keeps a verl metrics part (response_parts.verl_metric_parts):
+    # read from the seed, it is what the view used to give, so no part is computed again.
+    assert repr(default_policy()) == (
+        "DefaultPolicy(format_rule='card', accuracy_weight=0.8, format_weight=0.2)")
 
 
 def test_score_response():

@@ -14,6 +14,7 @@ import math
 import types
 from collections import defaultdict
 
+import duckdb
 import numpy as np
 import pytest
 import yaml
@@ -22,6 +23,7 @@ from scipy import stats
 from dagster_project.settings import SQL_DIR, Settings
 from dagster_project.warehouse.catalog import connect
 from dagster_project.warehouse.project import HOME_PLACEHOLDER, ensure_manifest
+from dagster_project.warehouse.seeds import SEEDS_DIR, column_types, read_seed
 from tests.oracles.wheels import extract, load, wheel
 from tools import t_quantiles
 
@@ -48,11 +50,17 @@ def _analysis(name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def con(tmp_path_factory: pytest.TempPathFactory):
-    """A database with stat_t_quantiles (which needs no table) to run the analyses in."""
-    connection, skipped = connect(tmp_path_factory.mktemp("stats-home"),
-                                  only={"stat_t_quantiles"})
-    assert "stat_t_quantiles" not in skipped
+def con() -> duckdb.DuckDBPyConnection:
+    """A database named `benchlake` (as compiled SQL names it) holding the seed
+    stat_t_quantiles, loaded as dbt-duckdb loads a seed (DuckDB parses the CSV text into the
+    declared types), to run the analyses in."""
+    connection = duckdb.connect(":memory:")
+    connection.execute("ATTACH ':memory:' AS benchlake")
+    connection.execute("USE benchlake")
+    types = ", ".join(f"'{c}': '{t}'" for c, t in column_types("stat_t_quantiles").items())
+    path = str(SEEDS_DIR / "stat_t_quantiles.csv").replace("'", "''")
+    connection.execute(f"CREATE TABLE stat_t_quantiles AS SELECT * FROM read_csv('{path}', "
+                       f"header = true, columns = {{{types}}})")
     return connection
 
 
@@ -67,9 +75,13 @@ def _lowbias32_indices(draw: int, n: int, seed: int) -> list[int]:
     return [int(v) + 1 for v in x % np.uint64(n)]
 
 
-def test_the_quantile_table_is_what_scipy_writes() -> None:
-    text = (SQL_DIR / "models/warehouse/stat_t_quantiles.sql").read_text(encoding="utf-8")
-    assert text == t_quantiles.model_sql(), "run .venv/bin/python tools/t_quantiles.py"
+def test_the_quantile_table_is_what_scipy_writes(con) -> None:
+    text = (SEEDS_DIR / "stat_t_quantiles.csv").read_text(encoding="utf-8")
+    assert text == t_quantiles.seed_csv(), "run .venv/bin/python tools/t_quantiles.py"
+    want = [(df, float(stats.t.ppf(0.975, df))) for df in range(1, t_quantiles.MAX_DF + 1)]
+    # scipy's doubles bit for bit, as Python reads the seed and as DuckDB loads it
+    assert [(r["df"], r["t975"]) for r in read_seed("stat_t_quantiles")] == want
+    assert con.execute("SELECT df, t975 FROM stat_t_quantiles ORDER BY df").fetchall() == want
 
 
 def test_scalar_macros_equal_scipy(con) -> None:

@@ -41,6 +41,7 @@ from dagster_project.tables import (
 )
 from dagster_project.video_val.frame_plan import FRAME_PLAN_SCHEMA, plan_video
 from dagster_project.video_val.frames import VV_FRAMES_SCHEMA, extract_video
+from dagster_project.video_val.policies import default_policy
 from dagster_project.video_val.read import (
     QUESTIONS_SCHEMA,
     VAL_REJECTS_SCHEMA,
@@ -52,7 +53,6 @@ from dagster_project.video_val.read import (
 )
 from dagster_project.video_val.response_parts import (
     TOOL_QUESTION_COLUMNS,
-    DefaultPolicy,
     PartsResult,
     mark_tools,
     score_parts,
@@ -63,7 +63,6 @@ from dagster_project.video_val.responses import ResponseFile
 from dagster_project.video_val.schema import SOURCES
 from dagster_project.video_val.source import SOURCE_SCHEMA, acquire_val_source
 from dagster_project.video_val.videos import VIDEOS_SCHEMA, probe_row
-from dagster_project.warehouse import catalog
 
 GROUP = "video_val"
 
@@ -343,8 +342,8 @@ def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeS
     """Every response scored once, part by part: the letter from the last balanced \\boxed{} in
     the last <answer> block, else lmms-eval 0.7.3's extract_mcq_answer, and the format flag under
     each format rule (`card`, `exact`). A part is scored again only when the questions it was
-    scored against change. Policies (which rule, which weights) are data in SQL
-    (`vv_scoring_policies`); the views expand these rows per policy."""
+    scored against change. Policies (which rule, which weights) are data (the dbt seed
+    `vv_scoring_policies`); the views expand these rows per policy."""
     started(context, benchlake)
     questions = pl.from_arrow(benchlake.read(
         "vv_questions", ["uid", "data_source", "option_letters", "ground_truth"]))
@@ -360,13 +359,9 @@ def vv_verl_metrics(context: dg.AssetExecutionContext, benchlake: BenchlakeSetti
     """verl's validation metrics (as verl 0.9.1's process_validation_metrics computes them) of
     every verl dump in RESPONSES_DIR, once per dump: for the variables verl recorded (`acc`,
     `reward`, ...) under the names and wandb keys verl logs, and for benchlake's own
-    `benchlake_correct` / `benchlake_composite` under the default scoring policy."""
+    `benchlake_correct` / `benchlake_composite` under the default scoring policy (the seed
+    vv_scoring_policies)."""
     started(context, benchlake)
-    con = catalog.connect(benchlake.settings().home)
-    with con:
-        policy = DefaultPolicy(*con.execute(
-            "SELECT format_rule, accuracy_weight, format_weight FROM vv_scoring_policies "
-            "WHERE is_default").fetchone())
-    result = verl_metric_parts(benchlake.settings().home, policy)
+    result = verl_metric_parts(benchlake.settings().home, default_policy())
     context.log.info(f"{len(result.written)} dumps' metrics computed, {result.kept} kept")
     return _parts_result(context, benchlake, "vv_verl_metrics", result)

@@ -1,8 +1,9 @@
 -- Intermediate: PI, VR and VQ of every final accepted judgment under every profile. Each axis is
 -- the sum of value x weight over the metrics the profile weights on that axis: the judgments'
--- metric columns (whichever rvp_metric_columns() finds) become rows and are joined with the
--- weight rows (int_rvp_weight_vectors, the PI-5 set when the case has an explicit plan), so no
--- metric is named here and a new metric is a new column plus its rows in rvp_metric_weights.
+-- metric columns (those of the seed rvp_metrics, macro rvp_metric_columns) become rows and are
+-- joined with the weight rows (int_rvp_weight_vectors, the PI-5 set when the case has an explicit
+-- plan), so no metric is named here: a new metric is a row of rvp_metrics, its column and its
+-- rows in rvp_metric_weights.
 WITH finals AS MATERIALIZED (
     -- a number per final judgment, so the unpivoted rows are joined and grouped by one integer
     -- instead of three strings (about twice as fast at 60,000 judgments); it lives only here

@@ -5,11 +5,13 @@
 -- weights added. Still pure data: no weight is written here.
 WITH plans(has_explicit_plan) AS (VALUES (false), (true))
 SELECT w.profile, p.has_explicit_plan, w.axis, w.metric,
-       -- the judgments' column for the metric (PI-1 -> pi_1, VQ-D1 -> vq_d1): computed on these
-       -- few rows, so the join with the unpivoted judgments compares column names as they are
-       lower(replace(w.metric, '-', '_')) AS metric_column,
+       -- the judgments' column for the metric (PI-1 -> pi_1, VQ-D1 -> vq_d1) from the metric
+       -- list: looked up on these few rows, so the join with the unpivoted judgments compares
+       -- column names as they are
+       m."column" AS metric_column,
        sum(w.weight) AS weight
 FROM {{ ref('rvp_metric_weights') }} AS w
+JOIN {{ ref('rvp_metrics') }} AS m USING (metric)
 CROSS JOIN plans AS p
 WHERE w.plan_rule = 'any' OR (w.plan_rule = 'with_plan') = p.has_explicit_plan
-GROUP BY w.profile, p.has_explicit_plan, w.axis, w.metric
+GROUP BY w.profile, p.has_explicit_plan, w.axis, w.metric, m."column"

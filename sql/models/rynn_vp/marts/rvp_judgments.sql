@@ -1,7 +1,8 @@
 -- Accepted judgment records, one row per attempt. `is_final` marks the attempt that counts per
 -- (system, case, judge run): a manager review wins, else the highest attempt; the others stay
--- for audit. Metric columns are null when the record does not carry that metric; they are taken
--- by name pattern (macro rvp_metric_columns), so a new metric column appears without an edit.
+-- for audit. Metric columns are null when the record does not carry that metric; they are the
+-- columns the seed rvp_metrics lists (macro rvp_metric_columns), so a new metric appears without
+-- an edit.
 SELECT system, case_id, evaluation_id, judge_run_id, attempt, attempt_kind, is_final,
        source_file, file_version, line,
        -- every metric column (pi_1 ... pi_6, vr_1 ... vr_8, vq, vq_d1 ... vq_d7 today), in order

@@ -1,13 +1,12 @@
 -- Intermediate: every response under every scoring policy (vv_scoring_policies): the
 -- `extracted` letter and `extraction_method` (boxed_answer / fallback / none) are the same
--- under every policy; `format_ok` is the policy's format rule and `composite` its weighted sum.
+-- under every policy; `format_ok` is the column of the policy's format rule (vv_format_rules,
+-- macro vv_format_ok) and `composite` its weighted sum.
 SELECT p.policy, s.run_id, s.step, s.uid, s.sample_idx, s.data_source, s.extracted,
        s.extraction_method, s.correct,
-       CASE p.format_rule WHEN 'card' THEN s.format_card WHEN 'exact' THEN s.format_exact END
-           AS format_ok,
+       {{ vv_format_ok('p.format_rule', 's') }} AS format_ok,
        p.accuracy_weight * CAST(s.correct AS DOUBLE) + p.format_weight * CAST(
-           CASE p.format_rule WHEN 'card' THEN s.format_card WHEN 'exact' THEN s.format_exact END
-           AS DOUBLE) AS composite,
+           {{ vv_format_ok('p.format_rule', 's') }} AS DOUBLE) AS composite,
        s.option_letters, s.ground_truth
 FROM {{ ref('int_vv_accepted_scores') }} AS s
 CROSS JOIN {{ ref('vv_scoring_policies') }} AS p

@@ -2,20 +2,21 @@
 -- sample is itself), so a question weighs the same whatever its number of samples. The samples
 -- are counted once per question, then each policy weighs the counts: its composite, the mean of
 -- accuracy_weight·correct + format_weight·format_ok over the samples, is the same weighted sum of
--- the two means.
+-- the two means. Each format rule's column (vv_format_rules) is averaged under its own name.
 WITH questions AS (
     SELECT run_id, step, uid, data_source, count(*) AS k,
-           avg(CAST(correct AS DOUBLE)) AS accuracy,
-           avg(CAST(format_card AS DOUBLE)) AS format_card,
-           avg(CAST(format_exact AS DOUBLE)) AS format_exact
+           avg(CAST(correct AS DOUBLE)) AS accuracy
+           {%- for column in vv_format_columns() %},
+           avg(CAST({{ column }} AS DOUBLE)) AS {{ column }}
+           {%- endfor %}
     FROM {{ ref('int_vv_accepted_scores') }}
     GROUP BY run_id, step, uid, data_source
 ),
 rated AS (
     SELECT p.policy, q.run_id, q.step, q.uid, q.data_source,
            coalesce(v.video_uri, q.uid) AS video, q.k, q.accuracy,
-           CASE p.format_rule WHEN 'card' THEN q.format_card WHEN 'exact' THEN q.format_exact
-           END AS format_rate, p.accuracy_weight, p.format_weight
+           {{ vv_format_ok('p.format_rule', 'q') }} AS format_rate, p.accuracy_weight,
+           p.format_weight
     FROM questions AS q
     LEFT JOIN {{ ref('stg_vv_questions') }} AS v USING (uid)
     CROSS JOIN {{ ref('vv_scoring_policies') }} AS p

@@ -1,0 +1,5 @@
+-- Every weight row names a metric of rvp_metrics, on that metric's axis: a weight for a metric
+-- the judgments table has no column for would silently never count. Returns the rows that don't.
+SELECT w.*
+FROM {{ ref('rvp_metric_weights') }} AS w
+ANTI JOIN {{ ref('rvp_metrics') }} AS m ON m.metric = w.metric AND m.axis = w.axis
