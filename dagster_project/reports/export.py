@@ -1,8 +1,9 @@
 """Report exports: every mart as CSV, Parquet, Markdown and JSON, PNG charts, and a manifest.
 
 `export_reports` reads the published catalog read-only, as `benchlake sql` does
-(`warehouse.catalog.connect`), so a materialization running meanwhile never blocks it. Which views it writes, in which order and under which caption is declared beside each
-view, in its dbt YAML (`config.meta.export`), and read from the dbt manifest (`report_views`).
+(`warehouse.catalog.connect`), so a materialization running meanwhile never blocks it. Which
+views it writes, in which order and under which caption is declared beside each view, in its dbt
+YAML (`config.meta.export`), and read from the dbt manifest (`report_views`).
 Everything is written into a hidden temp folder beside the target and renamed at the end, so a
 half-written export never appears. The same warehouse and stamp give byte-identical files (fixed
 row order, number formatting, chart size/dpi, no PNG timestamps), so exports can be diffed.
@@ -324,7 +325,6 @@ def export_reports(
     if not (home / "tables").is_dir():
         raise empty
     con = connect(home)
-    not_created: dict[str, str] = {}  # the catalog holds what dbt built, nothing else
     try:
         # One thread: ties in a view's ORDER BY and hash aggregates come out in the same order
         # every time (the marts are small, so this costs little).
@@ -348,8 +348,7 @@ def export_reports(
             final = out_root / f"{stamp}-{n}"
         tmp = _prepare_out(out_root, stamp)
         try:
-            _write_export(con, tmp, home, available, exported, views, chosen, final.name,
-                          not_created)
+            _write_export(con, tmp, home, available, exported, views, chosen, final.name)
             os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700 would hide it from others
             os.rename(tmp, final)
         except BaseException:
@@ -368,8 +367,7 @@ def _umask() -> int:
 
 def _write_export(con: duckdb.DuckDBPyConnection, out: Path, home: Path,
                   available: set[str], exported: Sequence[ReportView],
-                  views: Sequence[ReportView], profiles: list[str], stamp: str,
-                  not_created: dict[str, str]) -> None:
+                  views: Sequence[ReportView], profiles: list[str], stamp: str) -> None:
     exports: dict[str, _ViewExport] = {}
     file_rows: dict[str, int | None] = {}
     for report in views:
@@ -386,10 +384,9 @@ def _write_export(con: duckdb.DuckDBPyConnection, out: Path, home: Path,
         atomic_write_bytes(out / export.files["json"], _dumps(data).encode("utf-8"))
         file_rows.update({name: len(rows) for name in export.files.values()})
         exports[view] = export
-    skipped = {v.name: not_created.get(v.name, "not in the catalog (not materialized)") for v in exported
-               if v.name not in available and not v.optional}
-    skipped.update({v.name: not_created[v.name] for v in exported
-                    if v.optional and v.name in not_created})
+    # the catalog holds what dbt built: a view missing from it was never materialized
+    skipped = {v.name: "not in the catalog (not materialized)"
+               for v in exported if v.name not in available and not v.optional}
     charts = _write_charts(exports, profiles, out / "charts")
     file_rows.update({c: None for c in charts})
     file_rows.update({page: None for page in write_html(con, out, profiles, charts, stamp)})
