@@ -9,10 +9,15 @@ of the demo warehouse is recomputed from the per-question / per-case rows the vi
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import os
+import subprocess
+import tempfile
 import types
 from collections import defaultdict
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -22,7 +27,7 @@ from scipy import stats
 
 from dagster_project.settings import SQL_DIR, Settings
 from dagster_project.warehouse.catalog import connect
-from dagster_project.warehouse.project import HOME_PLACEHOLDER, ensure_manifest
+from dagster_project.warehouse.project import dbt_env, dbt_executable
 from dagster_project.warehouse.seeds import SEEDS_DIR, column_types, read_seed
 from tests.oracles.wheels import extract, load, wheel
 from tools import t_quantiles
@@ -44,9 +49,23 @@ def lmms(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     return load(path, "lmms_eval_oracle_metrics", stubs)
 
 
+@functools.cache
+def _analyses() -> dict[str, str]:
+    """The statistics analyses as dbt compiles them (every macro expanded), into a temp
+    target: {name: SQL}."""
+    with tempfile.TemporaryDirectory(prefix="benchlake-analyses-") as tmp:
+        env = {**os.environ, **dbt_env("/nowhere", Path(tmp) / "benchlake.duckdb")}
+        subprocess.run([dbt_executable(), "compile", "--select", "resource_type:analysis",
+                        "--project-dir", str(SQL_DIR), "--profiles-dir", str(SQL_DIR),
+                        "--target-path", tmp, "--log-path", tmp, "--quiet"],
+                       env=env, check=True, capture_output=True)
+        manifest = json.loads((Path(tmp) / "manifest.json").read_text(encoding="utf-8"))
+    return {n["name"]: n["compiled_code"] for n in manifest["nodes"].values()
+            if n["resource_type"] == "analysis"}
+
+
 def _analysis(name: str) -> str:
-    manifest = json.loads(ensure_manifest().read_text(encoding="utf-8"))
-    return manifest["nodes"][f"analysis.benchlake.{name}"]["compiled_code"]
+    return _analyses()[name]
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +113,7 @@ def test_scalar_macros_equal_scipy(con) -> None:
     con.execute("CREATE OR REPLACE TABLE macro_inputs (t DOUBLE, df BIGINT, k BIGINT, n BIGINT, "
                 "draw BIGINT, n_items BIGINT)")
     con.executemany("INSERT INTO macro_inputs VALUES (?, ?, ?, ?, ?, ?)", rows)
-    sql = _analysis("statistics_scalars").replace(HOME_PLACEHOLDER, "/nowhere")
+    sql = _analysis("statistics_scalars")
     got = con.execute(sql).fetchall()
     assert len(got) == len(rows)
     for t, df, k, n, draw, n_items, t975, t_p, binom_p, indices in got:
@@ -124,7 +143,7 @@ def test_clustered_stats_equal_lmms_eval(con, lmms) -> None:
             rows.append((g, cluster, None if kind == 2 and i % 5 == 4 else x))
     con.execute("CREATE OR REPLACE TABLE cluster_inputs (g BIGINT, c VARCHAR, x DOUBLE)")
     con.executemany("INSERT INTO cluster_inputs VALUES (?, ?, ?)", rows)
-    sql = _analysis("statistics_clustered").replace(HOME_PLACEHOLDER, "/nowhere")
+    sql = _analysis("statistics_clustered")
     got = {g: (se, clusters, n, mean)
            for g, n, mean, se, clusters in con.execute(sql).fetchall()}
     by_group: dict[int, list[tuple[str, float]]] = defaultdict(list)
