@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,6 +74,27 @@ def demo_warehouse(demo_inputs: Settings, tmp_path_factory: pytest.TempPathFacto
             assert result.success, [f.message for f in result.failures()]
             (home / ".built").touch()
     return settings
+
+
+def dbt_views(sql_dir: Path, home: Path, workdir: Path) -> Any:
+    """The views and seeds of the dbt project at `sql_dir` (a copy with other rules, say) built
+    by dbt over the tables of `home` into `workdir/benchlake.duckdb`, no test run; a read-only
+    connection to them."""
+    import duckdb
+
+    from dagster_project.warehouse.project import dbt_env, dbt_executable
+
+    database = workdir / "benchlake.duckdb"
+    env = {**os.environ, **dbt_env(home, database)}
+    done = subprocess.run(
+        [dbt_executable(), "build", "--select", "resource_type:seed resource_type:model",
+         "--indirect-selection", "empty", "--project-dir", str(sql_dir), "--profiles-dir",
+         str(sql_dir), "--target-path", str(workdir / "target"), "--log-path",
+         str(workdir / "logs"), "--quiet"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    con = duckdb.connect(str(database), read_only=True)
+    con.execute("USE benchlake")
+    return con
 
 
 @pytest.fixture
