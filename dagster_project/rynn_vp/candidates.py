@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 from PIL import Image, UnidentifiedImageError
 
 from dagster_project.dropfolder import file_sha256
 from dagster_project.filecache import remembered
 from dagster_project.media.probe import probe_video_cached
-from dagster_project.tables import Reject, path_field
+from dagster_project.tables import Reject, raw_schema
 
 STAGE = "rvp_candidates"
 VIDEO_NAME = "candidate.mp4"
@@ -233,11 +232,4 @@ def scan_candidates(
 
 
 # raw_rvp_candidates: one row per candidate found (scan_candidates)
-CANDIDATES_SCHEMA = pa.schema([
-    ("system", pa.string()), ("case_id", pa.string()), ("modality", pa.string()),
-    path_field("path"), ("fingerprint", pa.string()), ("duration_s", pa.float64()),
-    ("frame_count", pa.int64()), ("first_frame_s", pa.float64()),
-    ("last_frame_s", pa.float64()), ("step_count", pa.int32()),
-    ("step_ids", pa.list_(pa.string())), path_field("step_paths", many=True),
-    ("width", pa.int32()), ("height", pa.int32()), ("ok", pa.bool_()), ("problem", pa.string()),
-])
+CANDIDATES_SCHEMA = raw_schema("rvp_candidates")

@@ -31,7 +31,7 @@ import polars as pl
 import pyarrow as pa
 
 from dagster_project.dropfolder import read_records
-from dagster_project.tables import streaming_parquet
+from dagster_project.tables import raw_schema, streaming_parquet
 from dagster_project.video_val import lmms_eval_samples, verl_dumps
 
 # A long chain of thought is tens of KB: a record over 4 MB is a runaway, refused alone.
@@ -234,17 +234,6 @@ def _batch(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
 
 
 # raw_vv_responses: the well-formed records of every file version, one part per version
-RESPONSES_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("step", pa.int64()), ("uid", pa.string()),
-    ("sample_idx", pa.int64()), ("response", pa.string()), ("response_digest", pa.string()),
-    ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int64()),
-    # another tool's output only: which tool (`verl`, `lmms-eval`), the score it recorded and
-    # its other per-row values as JSON (verl: the reward's extra keys acc, pred, ...; lmms-eval:
-    # the per-sample metric dict, pred_answer, ..., with doc_id and doc_hash)
-    ("tool", pa.string()), ("tool_score", pa.float64()), ("tool_extras", pa.string()),
-])
+RESPONSES_SCHEMA = raw_schema("vv_responses")
 # raw_vv_response_rejects: the malformed ones (and the problems of whole files)
-RESPONSE_REJECTS_SCHEMA = pa.schema([
-    ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int64()),
-    ("reason", pa.string()), ("raw", pa.string()),
-])
+RESPONSE_REJECTS_SCHEMA = raw_schema("vv_response_rejects")
