@@ -33,16 +33,17 @@ def _sources(domain: str) -> dict[str, tuple[str, ...]]:
 
 def test_every_raw_table_has_a_producer_a_source_and_a_staging_view():
     graph = definitions().resolve_asset_graph()
-    raw = [k for k in graph.get_all_asset_keys() if k.path[0] == "raw"]
+    raw = [k for k in graph.get_all_asset_keys()
+           if len(k.path) == 1 and k.path[0].startswith("raw_")]
     assert len(raw) > 25
     for key in raw:
-        table = key.path[-1]
+        table = key.path[0].removeprefix("raw_")
         domain = _domain(table)
         node = graph.get(key)
         if table not in SHARED_RAW:
             module = node.assets_def.op.compute_fn.decorated_fn.__module__
             assert module == f"dagster_project.defs.{domain}.assets", (table, module)
-        assert _sources(domain).get(table) == ("raw", table), table
+        assert _sources(domain).get(table) == (f"raw_{table}",), table
         staging = STAGING_EXCEPTIONS.get(table, f"stg_{table}")
         model = dg.AssetKey(staging)
         assert model in node.child_keys or any(
