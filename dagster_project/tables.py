@@ -227,6 +227,15 @@ def raw_schema(name: str) -> pa.Schema:
     return pa.schema(fields)
 
 
+def _raw_tables_with(schema: pa.Schema) -> list[str]:
+    """The raw tables declared with `schema` (for an error message: the YAMLs are read once)."""
+    names = []
+    for name, path in _staging_yamls().items():
+        if path.exists() and raw_schema(name).equals(schema):
+            names.append(name)
+    return names
+
+
 def _is_path_field(field: pa.Field) -> bool:
     return bool(field.metadata) and field.metadata.get(b"benchlake.path") is not None
 
@@ -322,8 +331,19 @@ def read_table(path: Path, home: Path, columns: list[str] | None = None) -> pa.T
     return _map_path_columns(table, lambda v: resolved_path(v, home))
 
 
-def rows_to_table(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
-    """Rows (dicts) → an Arrow table with exactly `schema` (missing keys become null)."""
+def rows_to_table(rows: Sequence[Mapping[str, Any]], schema: pa.Schema,
+                  table: str | None = None) -> pa.Table:
+    """Rows (dicts) → an Arrow table with exactly `schema` (missing keys become null). A key
+    that is not a column is an error (a misspelt key would otherwise be a silent NULL column):
+    drop what is not to be written at the call site. `table` names it in the error."""
+    names = set(schema.names)
+    unknown = sorted(set().union(*(row.keys() for row in rows)) - names)
+    if unknown:
+        tables = [table] if table else _raw_tables_with(schema)
+        where = (" or ".join(f"table {t!r}" for t in tables) if tables
+                 else f"schema ({', '.join(schema.names)})")
+        raise ValueError(f"rows_to_table: key(s) {', '.join(map(repr, unknown))} are not "
+                         f"columns of {where}")
     columns = {name: [row.get(name) for row in rows] for name in schema.names}
     return pa.table(columns, schema=schema)
 

@@ -169,7 +169,9 @@ class _Ingest:
             "source_file": rec.source.source_file, "file_version": rec.source.version,
             "line": rec.line, "record_sha256": acc.sha,
             "compilation_json": canonical_json(o["compilation"]),
-            "judge_model": o["judge"]["model"], "judge_reasoning": o["judge"]["reasoning"],
+            # the judge's reasoning level is not a column of rvp_gt_compilations (judge_model
+            # is what tells compilations apart); it was never stored
+            "judge_model": o["judge"]["model"],
             # A changed input or prompt gives a new fingerprint: the old entry no longer applies.
             "is_current": o["fingerprint"] == self.ctx.gt_fingerprints.get(o["case_id"]),
         }

@@ -22,16 +22,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 
 from dagster_project.dropfolder import read_records
-from dagster_project.tables import raw_schema, streaming_parquet
+from dagster_project.tables import raw_schema, rows_to_table, streaming_parquet
 from dagster_project.video_val import lmms_eval_samples, verl_dumps
 
 # A long chain of thought is tens of KB: a record over 4 MB is a runaway, refused alone.
@@ -213,24 +212,20 @@ def write_response_part(f: ResponseFile, rows_path: Path, rejects_path: Path,
             if row is not None:
                 rows.append({**row, **where, "line": line})
                 if len(rows) == BATCH_ROWS:
-                    rows_out.write(_batch(rows, RESPONSES_SCHEMA))
+                    rows_out.write(rows_to_table(rows, RESPONSES_SCHEMA))
                     counts["rows"] += len(rows)
                     rows = []
             else:
                 rejects.append({**where, "line": line, "reason": problem, "raw": raw})
                 if len(rejects) == BATCH_ROWS:
-                    rejects_out.write(_batch(rejects, RESPONSE_REJECTS_SCHEMA))
+                    rejects_out.write(rows_to_table(rejects, RESPONSE_REJECTS_SCHEMA))
                     counts["rejects"] += len(rejects)
                     rejects = []
-        rows_out.write(_batch(rows, RESPONSES_SCHEMA))
-        rejects_out.write(_batch(rejects, RESPONSE_REJECTS_SCHEMA))
+        rows_out.write(rows_to_table(rows, RESPONSES_SCHEMA))
+        rejects_out.write(rows_to_table(rejects, RESPONSE_REJECTS_SCHEMA))
         counts["rows"] += len(rows)
         counts["rejects"] += len(rejects)
     return counts
-
-
-def _batch(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
-    return pa.table({name: [r.get(name) for r in rows] for name in schema.names}, schema=schema)
 
 
 # raw_vv_responses: the well-formed records of every file version, one part per version
