@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dagster_project.tables import atomic_write_bytes, path_field, read_table, temp_beside
+from dagster_project.tables import atomic_write_bytes, raw_schema, read_table, temp_beside
 
 
 def file_sha256(path: Path) -> str:
@@ -464,9 +463,7 @@ def read_records(path: Path, name: str, *, accept: tuple[str, ...], max_record_b
         yield Record(None, None, problem=f"cannot read file: {exc}")
 
 
-# raw_rvp_judgment_files, raw_vv_response_files: every version of every file of a drop folder
-VERSIONS_SCHEMA = pa.schema([
-    path_field("folder"), ("source_file", pa.string()), ("version", pa.int32()),
-    ("sha256", pa.string()),
-    ("size_bytes", pa.int64()), path_field("archived_path"), ("is_current", pa.bool_()),
-])
+# raw_rvp_judgment_files, raw_vv_response_files: every version of every file of a drop folder.
+# Both staging YAMLs declare the same columns (tests/test_raw_schemas.py holds them equal), so
+# the one generic schema is read from the first.
+VERSIONS_SCHEMA = raw_schema("rvp_judgment_files")

@@ -9,11 +9,18 @@ stored relative to it (POSIX separators), anything else (a user's own snapshot, 
 So a warehouse does not depend on where it lives: the same inputs in two homes give the same
 bytes, and a home can be moved or synced to object storage as is. `read_table` turns the stored
 paths back into absolute ones for Python readers; the views expose both (`*_abspath`).
+
+A raw table's columns are declared once, in its staging model's YAML
+(`sql/models/<domain>/staging/stg_<table>.yml`): `raw_schema` builds the Arrow schema Python
+writes from it, and dbt's enforced contract checks the view over the Parquet against the same
+YAML, so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -25,6 +32,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import yaml
+
+from dagster_project.settings import SQL_DIR
 
 RAW_DIR = "raw"  # tables/raw/<table>: what the Python assets write (dbt sources)
 
@@ -142,6 +152,110 @@ def path_field(name: str, *, many: bool = False) -> pa.Field:
     return pa.field(name, pa.list_(pa.string()) if many else pa.string(), metadata=PATH_METADATA)
 
 
+# DuckDB's type names (as DESCRIBE prints them, and as the YAMLs spell them) -> Arrow. Only what
+# the raw tables use: a type outside this map is an error, not a guess.
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "VARCHAR": pa.string(), "INTEGER": pa.int32(), "BIGINT": pa.int64(),
+    "DOUBLE": pa.float64(), "BOOLEAN": pa.bool_(), "BLOB": pa.binary(),
+}
+
+
+def _split_top_level(text: str) -> list[str]:
+    """`a VARCHAR, b STRUCT(x INTEGER, y DOUBLE)` -> its top-level comma-separated parts."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def arrow_type(duckdb_type: str) -> pa.DataType:
+    """The Arrow type of a DuckDB type name: VARCHAR, INTEGER, BIGINT, DOUBLE, BOOLEAN, BLOB,
+    `T[]` and `STRUCT(name T, ...)` (a quoted field name such as `"text"` unquoted)."""
+    t = duckdb_type.strip()
+    if t.endswith("[]"):
+        return pa.list_(arrow_type(t[:-2]))
+    struct = re.fullmatch(r"STRUCT\((.*)\)", t, flags=re.IGNORECASE | re.DOTALL)
+    if struct:
+        fields = []
+        for part in _split_top_level(struct.group(1)):
+            m = re.fullmatch(r'("(?:[^"]|"")+"|\S+)\s+(.+)', part, flags=re.DOTALL)
+            if not m:
+                raise ValueError(f"cannot read struct field {part!r} of {duckdb_type!r}")
+            name = m.group(1)
+            if name.startswith('"'):
+                name = name[1:-1].replace('""', '"')
+            fields.append((name, arrow_type(m.group(2))))
+        return pa.struct(fields)
+    if t.upper() not in _ARROW_TYPES:
+        raise ValueError(f"no Arrow type for DuckDB type {duckdb_type!r} "
+                         f"(raw tables use {', '.join(_ARROW_TYPES)}, T[], STRUCT(...))")
+    return _ARROW_TYPES[t.upper()]
+
+
+@functools.cache
+def _staging_yamls() -> dict[str, Path]:
+    """Raw table (a table of a staging folder's dbt sources, `_sources.yml`) -> the YAML of its
+    staging model, `stg_<table>.yml` beside it (whether it exists is staging_yaml's concern)."""
+    found = {}
+    for sources in sorted((SQL_DIR / "models").glob("*/staging/_sources.yml")):
+        for source in yaml.safe_load(sources.read_text())["sources"]:
+            for table in source["tables"]:
+                found[table["name"]] = sources.with_name(f"stg_{table['name']}.yml")
+    return found
+
+
+def staging_yaml(name: str) -> Path:
+    """The YAML that declares raw table `name`: `sql/models/<domain>/staging/stg_<name>.yml`."""
+    path = _staging_yamls().get(name)
+    if path is None or not path.exists():
+        raise KeyError(f"{name!r} is not a raw table declared by a staging YAML "
+                       f"(a dbt source with sql/models/<domain>/staging/stg_{name}.yml)")
+    return path
+
+
+@functools.cache
+def raw_columns(name: str) -> tuple[dict[str, Any], ...]:
+    """The columns of raw table `name` as its staging YAML lists them, in order, without the
+    view-only ones (`meta: {derived: true}`, the `*_abspath` the staging SQL adds)."""
+    path = staging_yaml(name)
+    [model] = [m for m in yaml.safe_load(path.read_text())["models"]
+               if m["name"] == f"stg_{name}"]
+    return tuple(c for c in model["columns"] if not (c.get("meta") or {}).get("derived"))
+
+
+@functools.cache
+def raw_schema(name: str) -> pa.Schema:
+    """The Arrow schema raw table `name` is written with, built from its staging YAML: column
+    order as listed, DuckDB types mapped exactly (`arrow_type`), and the path-field metadata on
+    the columns marked `meta: {path: true}` (VARCHAR, or VARCHAR[] for a list of paths)."""
+    fields = []
+    for col in raw_columns(name):
+        if "data_type" not in col:
+            raise ValueError(f"{staging_yaml(name)}: column {col['name']!r} has no data_type")
+        typ = arrow_type(col["data_type"])
+        if (col.get("meta") or {}).get("path"):
+            if typ not in (pa.string(), pa.list_(pa.string())):
+                raise ValueError(f"{staging_yaml(name)}: path column {col['name']!r} must be "
+                                 f"VARCHAR or VARCHAR[], not {col['data_type']}")
+            fields.append(pa.field(col["name"], typ, metadata=PATH_METADATA))
+        else:
+            fields.append(pa.field(col["name"], typ))
+    return pa.schema(fields)
+
+
+def _raw_tables_with(schema: pa.Schema) -> list[str]:
+    """The raw tables declared with `schema` (for an error message: the YAMLs are read once)."""
+    names = []
+    for name, path in _staging_yamls().items():
+        if path.exists() and raw_schema(name).equals(schema):
+            names.append(name)
+    return names
+
+
 def _is_path_field(field: pa.Field) -> bool:
     return bool(field.metadata) and field.metadata.get(b"benchlake.path") is not None
 
@@ -237,8 +351,19 @@ def read_table(path: Path, home: Path, columns: list[str] | None = None) -> pa.T
     return _map_path_columns(table, lambda v: resolved_path(v, home))
 
 
-def rows_to_table(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
-    """Rows (dicts) → an Arrow table with exactly `schema` (missing keys become null)."""
+def rows_to_table(rows: Sequence[Mapping[str, Any]], schema: pa.Schema,
+                  table: str | None = None) -> pa.Table:
+    """Rows (dicts) → an Arrow table with exactly `schema` (missing keys become null). A key
+    that is not a column is an error (a misspelt key would otherwise be a silent NULL column):
+    drop what is not to be written at the call site. `table` names it in the error."""
+    names = set(schema.names)
+    unknown = sorted(set().union(*(row.keys() for row in rows)) - names)
+    if unknown:
+        tables = [table] if table else _raw_tables_with(schema)
+        where = (" or ".join(f"table {t!r}" for t in tables) if tables
+                 else f"schema ({', '.join(schema.names)})")
+        raise ValueError(f"rows_to_table: key(s) {', '.join(map(repr, unknown))} are not "
+                         f"columns of {where}")
     columns = {name: [row.get(name) for row in rows] for name in schema.names}
     return pa.table(columns, schema=schema)
 
@@ -253,14 +378,8 @@ class Reject:
     stage: str = ""
 
 
-REJECTS_SCHEMA = pa.schema(
-    [
-        ("source_file", pa.string()),
-        ("case_id", pa.string()),
-        ("stage", pa.string()),
-        ("reason", pa.string()),
-    ]
-)
+# raw_rvp_rejects: every Rynn-VP stage writes its part with this one schema
+REJECTS_SCHEMA = raw_schema("rvp_rejects")
 
 
 def rejects_table(rejects: Iterable[Reject]) -> pa.Table:

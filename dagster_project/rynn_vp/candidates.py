@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 from PIL import Image, UnidentifiedImageError
 
 from dagster_project.dropfolder import file_sha256
 from dagster_project.filecache import remembered
 from dagster_project.media.probe import probe_video_cached
-from dagster_project.tables import Reject, path_field
+from dagster_project.tables import Reject, raw_schema
 
 STAGE = "rvp_candidates"
 VIDEO_NAME = "candidate.mp4"
@@ -34,12 +33,8 @@ STEPS_DIR = "steps"
 STEP_SUFFIXES = frozenset({".png", ".jpg", ".jpeg"})
 _NUMERIC = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit() also accepts "²" or "٣"
 
-# Column order of a row (documented here once; `rows_to_table` callers can follow it).
-COLUMNS = (
-    "system", "case_id", "modality", "path", "fingerprint", "duration_s", "frame_count",
-    "first_frame_s", "last_frame_s", "fps", "codec", "step_count", "step_ids", "step_paths",
-    "width", "height", "ok", "problem",
-)
+# raw_rvp_candidates: one row per candidate found (scan_candidates); a row has exactly its columns
+CANDIDATES_SCHEMA = raw_schema("rvp_candidates")
 
 
 @dataclass
@@ -76,7 +71,7 @@ def _unexpected(scan: _Scan, path: Path, where: str, expected: str,
 
 
 def _base_row(system: str, case_id: str, modality: str, path: Path) -> dict[str, Any]:
-    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row: dict[str, Any] = dict.fromkeys(CANDIDATES_SCHEMA.names)
     row.update(system=system, case_id=case_id, modality=modality, path=str(path))
     return row
 
@@ -91,8 +86,6 @@ def _video_row(scan: _Scan, system: str, case_id: str, video: Path) -> dict[str,
         frame_count=probe.frame_count if probe.frame_count is not None else 0,
         first_frame_s=probe.first_frame_s,
         last_frame_s=probe.last_frame_s,
-        fps=probe.fps,
-        codec=probe.codec,
         width=probe.width,
         height=probe.height,
         ok=probe.ok,
@@ -212,7 +205,7 @@ def scan_candidates(
 
     `known_cases`: the benchmark's case ids; a candidate for any other id is refused. None skips
     that check. Raises FileNotFoundError if `root` is not a folder (a setting error, not input).
-    Rows carry the columns in `COLUMNS`; `path` and `step_paths` are absolute.
+    Rows carry the columns of `CANDIDATES_SCHEMA`; `path` and `step_paths` are absolute.
     """
     root = Path(root).resolve()
     if not root.is_dir():
@@ -231,13 +224,3 @@ def scan_candidates(
     rejects = sorted(scan.rejects, key=lambda r: (r.source_file, r.reason))
     return scan.rows, rejects
 
-
-# raw_rvp_candidates: one row per candidate found (scan_candidates)
-CANDIDATES_SCHEMA = pa.schema([
-    ("system", pa.string()), ("case_id", pa.string()), ("modality", pa.string()),
-    path_field("path"), ("fingerprint", pa.string()), ("duration_s", pa.float64()),
-    ("frame_count", pa.int64()), ("first_frame_s", pa.float64()),
-    ("last_frame_s", pa.float64()), ("step_count", pa.int32()),
-    ("step_ids", pa.list_(pa.string())), path_field("step_paths", many=True),
-    ("width", pa.int32()), ("height", pa.int32()), ("ok", pa.bool_()), ("problem", pa.string()),
-])

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-import pyarrow as pa
+from dagster_project.tables import raw_schema
 
 log = logging.getLogger(__name__)
 
@@ -353,10 +353,7 @@ def hash_progress_bar(
 
 
 # raw_rvp_checksums: one row per snapshot file with its verdict
-CHECKSUMS_SCHEMA = pa.schema([
-    ("rel_path", pa.string()), ("case_id", pa.string()), ("size_bytes", pa.int64()),
-    ("expected_sha256", pa.string()), ("actual_sha256", pa.string()), ("status", pa.string()),
-])
+CHECKSUMS_SCHEMA = raw_schema("rvp_checksums")
 
 
 def case_of(rel_path: str) -> str | None:

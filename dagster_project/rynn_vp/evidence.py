@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 from PIL import Image, ImageDraw, ImageFont
 
-from dagster_project.tables import path_field, stored_path
+from dagster_project.tables import raw_schema, stored_path
 
 MAX_SOURCE_FRAMES = 50
 N_PANELS = 30
@@ -335,29 +334,8 @@ def build_case_evidence(inp: CaseInputs, out_dir, quality: int = 90,
 
 
 # raw_rvp_evidence_frames, raw_rvp_storyboards, raw_rvp_evaluations: per case partition
-FRAMES_SCHEMA = pa.schema([
-    ("evidence_id", pa.string()), ("evaluation_id", pa.string()), ("system", pa.string()),
-    ("case_id", pa.string()), ("role", pa.string()), ("ordinal", pa.int32()),
-    path_field("source_path"), ("source_fingerprint", pa.string()),
-    ("requested_s", pa.float64()), ("used_s", pa.float64()), ("pts", pa.int64()),
-    ("frame_index", pa.int64()), ("clamped", pa.bool_()), path_field("image_path"),
-    ("width", pa.int32()), ("height", pa.int32()), ("interval_ordinal", pa.int32()),
-    ("label", pa.string()), ("step_id", pa.string()),
-])
-STORYBOARDS_SCHEMA = pa.schema([
-    ("evaluation_id", pa.string()), ("system", pa.string()), ("case_id", pa.string()),
-    ("storyboard_no", pa.int32()), path_field("image_path"), ("panel_count", pa.int32()),
-    ("first_panel", pa.int32()), ("last_panel", pa.int32()), ("width", pa.int32()),
-    ("height", pa.int32()),
-])
-EVALUATIONS_SCHEMA = pa.schema([
-    ("evaluation_id", pa.string()), ("system", pa.string()), ("case_id", pa.string()),
-    ("modality", pa.string()), path_field("candidate_path"),
-    ("candidate_fingerprint", pa.string()), ("n_source_frames", pa.int32()),
-    ("clip_start_s", pa.float64()), ("clip_end_s", pa.float64()), ("n_panels", pa.int32()),
-    ("truncated", pa.bool_()), ("steps_total", pa.int32()), ("steps_shown", pa.int32()),
-    ("evidence_gaps", pa.list_(pa.string())), ("extra_evidence", pa.int32()),
-    ("problem", pa.string()), ("inputs_fingerprint", pa.string()),
-])
+FRAMES_SCHEMA = raw_schema("rvp_evidence_frames")
+STORYBOARDS_SCHEMA = raw_schema("rvp_storyboards")
+EVALUATIONS_SCHEMA = raw_schema("rvp_evaluations")
 EVIDENCE_TABLES = {"rvp_evidence_frames": FRAMES_SCHEMA, "rvp_storyboards": STORYBOARDS_SCHEMA,
                    "rvp_evaluations": EVALUATIONS_SCHEMA}

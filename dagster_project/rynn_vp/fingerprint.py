@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-import pyarrow as pa
+from dagster_project.tables import raw_schema
 
 GT_INPUT_FILES = ("task.json", "initial.png", "gt.mp4", "gt_annotations.json")
 
@@ -25,9 +25,6 @@ def gt_fingerprint(file_sha256: Mapping[str, str], prompt_version: str) -> str:
     return h.hexdigest()
 
 
-# raw_rvp_gt_fingerprints: the GT compilation cache key per case
-FINGERPRINTS_SCHEMA = pa.schema([
-    ("case_id", pa.string()), ("fingerprint", pa.string()), ("prompt_version", pa.string()),
-    ("prompt_source", pa.string()),
-    *[(f"{n.replace('.', '_')}_sha256", pa.string()) for n in GT_INPUT_FILES],
-])
+# raw_rvp_gt_fingerprints: the GT compilation cache key per case, with one `<file>_sha256` column
+# per GT_INPUT_FILES (tests/test_raw_schemas.py holds the YAML to that list)
+FINGERPRINTS_SCHEMA = raw_schema("rvp_gt_fingerprints")

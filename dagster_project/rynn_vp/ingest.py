@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 from PIL import Image
 
 from dagster_project.media.probe import probe_video_cached
@@ -22,7 +21,7 @@ from dagster_project.rynn_vp.parsing import (
     parse_case_id,
     parse_interval,
 )
-from dagster_project.tables import Reject
+from dagster_project.tables import Reject, raw_schema
 
 CASE_FILES = ("gt.mp4", "gt_annotations.json", "initial.png", "task.json")
 MEDIA_FILES = frozenset({"gt.mp4", "initial.png"})
@@ -160,16 +159,7 @@ def read_case(case_dir: Path, *, media_expected: bool = True) -> CaseRead:
 
 
 # raw_rvp_media: the probe of every gt.mp4 and the size of initial.png
-MEDIA_SCHEMA = pa.schema([
-    ("case_id", pa.string()), ("source_file", pa.string()), ("ok", pa.bool_()),
-    ("error", pa.string()), ("codec", pa.string()), ("width", pa.int32()),
-    ("height", pa.int32()), ("fps", pa.float64()), ("duration_s", pa.float64()),
-    ("frame_count", pa.int64()), ("first_frame_s", pa.float64()),
-    ("last_frame_s", pa.float64()), ("first_frame_decodes", pa.bool_()),
-    ("last_frame_decodes", pa.bool_()), ("size_bytes", pa.int64()),
-    ("initial_width", pa.int32()), ("initial_height", pa.int32()),
-    ("initial_size_bytes", pa.int64()),
-])
+MEDIA_SCHEMA = raw_schema("rvp_media")
 
 
 def probe_case(case_dir: Path, cache_dir: Path | None = None
@@ -211,15 +201,5 @@ def probe_case(case_dir: Path, cache_dir: Path | None = None
 
 
 # raw_rvp_cases and raw_rvp_intervals: accepted cases and their intervals (read_case)
-CASES_SCHEMA = pa.schema([
-    ("case_id", pa.string()), ("instruction", pa.string()), ("source_group", pa.string()),
-    ("scene", pa.string()), ("room_id", pa.string()), ("room_no", pa.int32()),
-    ("task_no", pa.int32()), ("variant_no", pa.int32()), ("instance_no", pa.int32()),
-    ("annotation_task_raw", pa.string()), ("annotation_task_normalized", pa.string()),
-    ("annotation_video", pa.string()), ("has_explicit_plan", pa.bool_()),
-    ("plan", pa.list_(pa.string())), ("n_intervals", pa.int32()),
-])
-INTERVALS_SCHEMA = pa.schema([
-    ("case_id", pa.string()), ("ordinal", pa.int32()), ("interval", pa.string()),
-    ("start_s", pa.float64()), ("end_s", pa.float64()), ("label", pa.string()),
-])
+CASES_SCHEMA = raw_schema("rvp_cases")
+INTERVALS_SCHEMA = raw_schema("rvp_intervals")

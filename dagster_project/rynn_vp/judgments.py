@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from dagster_project.rynn_vp.judgment_parts import GT_PREFIX, Checked, check, read_parts
 from dagster_project.rynn_vp.judgment_records import (
     METRIC_COLUMNS,
@@ -33,6 +31,7 @@ from dagster_project.rynn_vp.judgment_records import (
     _reject,
     canonical_json,
 )
+from dagster_project.tables import raw_schema
 
 STAGES = ("gt_compilation", "observer", "vr_vq_judge", "hallucination_auditor", "pi_judge",
           "critic")
@@ -170,7 +169,9 @@ class _Ingest:
             "source_file": rec.source.source_file, "file_version": rec.source.version,
             "line": rec.line, "record_sha256": acc.sha,
             "compilation_json": canonical_json(o["compilation"]),
-            "judge_model": o["judge"]["model"], "judge_reasoning": o["judge"]["reasoning"],
+            # the judge's reasoning level is not a column of rvp_gt_compilations (judge_model
+            # is what tells compilations apart); it was never stored
+            "judge_model": o["judge"]["model"],
             # A changed input or prompt gives a new fingerprint: the old entry no longer applies.
             "is_current": o["fingerprint"] == self.ctx.gt_fingerprints.get(o["case_id"]),
         }
@@ -272,40 +273,11 @@ def ingest(files: Sequence[SourceFile], ctx: EvalContext,
 
 
 # The tables `ingest` fills (raw_<name>), with their schemas
-JUDGMENTS_SCHEMA = pa.schema([
-    ("system", pa.string()), ("case_id", pa.string()), ("evaluation_id", pa.string()),
-    ("judge_run_id", pa.string()), ("attempt", pa.int32()), ("attempt_kind", pa.string()),
-    ("is_final", pa.bool_()), ("source_file", pa.string()), ("file_version", pa.int32()),
-    ("line", pa.int32()), ("record_sha256", pa.string()),
-    *[(col, pa.float64()) for col in METRIC_COLUMNS.values()],
-    ("n_hallucinations", pa.int32()), ("evidence", pa.list_(pa.string())),
-    ("judge_model", pa.string()), ("judge_reasoning", pa.string()),
-    ("prompt_version", pa.string()), ("input_modality", pa.string()),
-    ("candidate_scope", pa.string()), ("context_sharing", pa.string()),
-    ("has_explicit_plan", pa.bool_()),
-])
-HALLUCINATIONS_SCHEMA = pa.schema([
-    ("system", pa.string()), ("case_id", pa.string()), ("evaluation_id", pa.string()),
-    ("judge_run_id", pa.string()), ("attempt", pa.int32()), ("is_final", pa.bool_()),
-    ("hallucination_no", pa.int32()), ("entity", pa.string()), ("locus", pa.string()),
-    ("locus_kind", pa.string()), ("contradictory_observations", pa.list_(pa.string())),
-    ("affected_chain", pa.string()), ("severity", pa.string()),
-])
-JUDGMENT_REJECTS_SCHEMA = pa.schema([
-    ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int32()),
-    ("reason", pa.string()), ("raw", pa.string()),
-])
-GT_COMPILATIONS_SCHEMA = pa.schema([
-    ("case_id", pa.string()), ("fingerprint", pa.string()), ("prompt_version", pa.string()),
-    ("judge_run_id", pa.string()), ("source_file", pa.string()), ("file_version", pa.int32()),
-    ("line", pa.int32()), ("record_sha256", pa.string()), ("compilation_json", pa.string()),
-    ("judge_model", pa.string()), ("is_current", pa.bool_()),
-])
-STAGES_SCHEMA = pa.schema([
-    ("system", pa.string()), ("case_id", pa.string()), ("evaluation_id", pa.string()),
-    ("judge_run_id", pa.string()), ("stage", pa.string()), ("stage_no", pa.int32()),
-    ("attempt", pa.int32()), ("attempt_kind", pa.string()), ("status", pa.string()),
-])
+JUDGMENTS_SCHEMA = raw_schema("rvp_judgments")
+HALLUCINATIONS_SCHEMA = raw_schema("rvp_hallucinations")
+JUDGMENT_REJECTS_SCHEMA = raw_schema("rvp_judgment_rejects")
+GT_COMPILATIONS_SCHEMA = raw_schema("rvp_gt_compilations")
+STAGES_SCHEMA = raw_schema("rvp_stages")
 JUDGMENT_TABLES = {
     "rvp_judgments": JUDGMENTS_SCHEMA,
     "rvp_hallucinations": HALLUCINATIONS_SCHEMA, "rvp_judgment_rejects": JUDGMENT_REJECTS_SCHEMA,

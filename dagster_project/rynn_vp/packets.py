@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from dagster_project.dropfolder import file_sha256
 from dagster_project.settings import ASSETS_DIR
-from dagster_project.tables import atomic_write_bytes, path_field, read_table, table_files
+from dagster_project.tables import atomic_write_bytes, raw_schema, read_table, table_files
 
 GT_ROLE = "gt_compilation"
 CANDIDATE_ROLES = ("observer", "vr_vq_judge", "hallucination_auditor", "pi_judge", "critic")
@@ -307,9 +307,4 @@ def build_packets(
 
 
 # raw_rvp_judge_packets: one row per packet written
-PACKETS_SCHEMA = pa.schema([
-    ("system", pa.string()), ("case_id", pa.string()), ("evaluation_id", pa.string()),
-    ("role", pa.string()), path_field("packet_path"), ("packet_fingerprint", pa.string()),
-    ("n_evidence", pa.int32()), ("prompt_version", pa.string()), ("prompt_source", pa.string()),
-    ("gt_fingerprint", pa.string()), ("gt_cached", pa.bool_()),
-])
+PACKETS_SCHEMA = raw_schema("rvp_judge_packets")

@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
-
 from dagster_project.hub import download_dataset, parse_hub_uri
-from dagster_project.tables import path_field
+from dagster_project.tables import raw_schema
 
 # The card's metadata-only download ("tasks and annotations initially"), plus SHA256SUMS.txt:
 # it is tiny, and without it the downloaded files could not be verified.
@@ -46,11 +44,7 @@ def acquire_snapshot(source: str, media_mode: str, hub_cache: Path) -> Snapshot:
 
 
 # raw_rvp_snapshot: one row, the acquired snapshot
-SNAPSHOT_SCHEMA = pa.schema([
-    path_field("source"), path_field("local_path"), ("hub_repo_id", pa.string()),
-    ("requested_revision", pa.string()), ("resolved_revision", pa.string()),
-    ("media_mode", pa.string()),
-])
+SNAPSHOT_SCHEMA = raw_schema("rvp_snapshot")
 
 
 def snapshot_root(home: Path) -> tuple[Path, str]:

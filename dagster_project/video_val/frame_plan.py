@@ -30,9 +30,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-import pyarrow as pa
 
-from dagster_project.tables import path_field
+from dagster_project.tables import raw_schema
 
 # Constants named and valued as in qwen_vl_utils/vision_process.py 0.0.14.
 MAX_RATIO = 200
@@ -325,11 +324,4 @@ def plan_video(
 
 
 # raw_vv_frame_plan: what plan_video computes per (video, settings)
-FRAME_PLAN_SCHEMA = pa.schema([
-    path_field("video_path"), ("fps", pa.float64()), ("max_frames", pa.int64()),
-    ("min_pixels", pa.int64()), ("max_pixels", pa.int64()), ("patch_size", pa.int32()),
-    ("total_frames", pa.int64()), ("video_fps", pa.float64()), ("height", pa.int32()),
-    ("width", pa.int32()), ("nframes", pa.int64()), ("frame_indices", pa.list_(pa.int64())),
-    ("sample_fps", pa.float64()), ("resized_height", pa.int32()),
-    ("resized_width", pa.int32()), ("max_pixels_used", pa.float64()), ("error", pa.string()),
-])
+FRAME_PLAN_SCHEMA = raw_schema("vv_frame_plan")

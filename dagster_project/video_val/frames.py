@@ -9,17 +9,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import pyarrow as pa
-
-from dagster_project.tables import atomic_write_bytes, path_field
+from dagster_project.tables import atomic_write_bytes, raw_schema
 
 # raw_vv_frames: one row per decoded frame, one part per data_source
-VV_FRAMES_SCHEMA = pa.schema([
-    ("data_source", pa.string()), path_field("video_path"), ("patch_size", pa.int32()),
-    ("frame_no", pa.int32()), ("frame_index", pa.int64()), ("pts", pa.int64()),
-    ("used_s", pa.float64()), ("width", pa.int32()), ("height", pa.int32()),
-    path_field("image_path"), ("error", pa.string()),
-])
+VV_FRAMES_SCHEMA = raw_schema("vv_frames")
+
 
 def extract_video(job: tuple[str, str, str, list[int], int, int, int, str]) -> list[dict]:
     from dagster_project.media.extract import extract_frames

@@ -25,7 +25,7 @@ from urllib.parse import quote, unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dagster_project.tables import path_field
+from dagster_project.tables import raw_schema
 from dagster_project.video_val.schema import EXTRA_INFO_FIELDS, VAL_SCHEMA
 
 FILE_SCHEME = "file://"
@@ -491,21 +491,5 @@ def read_val_parquet(path: Path, expected_data_source: str | None) -> ReadResult
 
 # raw_vv_questions and raw_vv_rejects: what read_val_parquet accepts and refuses
 OPTION = pa.struct([("letter", pa.string()), ("text", pa.string())])
-QUESTIONS_SCHEMA = pa.schema([
-    ("uid", pa.string()), ("data_source", pa.string()), ("row_index", pa.int64()),
-    ("question", pa.string()), ("option_letters", pa.string()), ("options", pa.list_(OPTION)),
-    ("n_options", pa.int32()), ("ground_truth", pa.string()), ("reward_style", pa.string()),
-    ("ability", pa.string()), ("system_prompt", pa.string()), ("user_prompt", pa.string()),
-    ("reward_type", pa.string()), ("answer", pa.string()), ("task", pa.string()),
-    ("category", pa.string()), ("question_type", pa.string()), ("subject", pa.string()),
-    ("source_id", pa.string()), ("video_uri", pa.string()), path_field("video_path"),
-    ("prefix_matched", pa.bool_()), ("video_in_roots", pa.bool_()),
-    ("video_exists", pa.bool_()), ("fps", pa.float64()),
-    ("max_frames", pa.int64()), ("min_pixels", pa.int64()), ("max_pixels", pa.int64()),
-    ("source_file", pa.string()), ("source_fingerprint", pa.string()),
-    ("extra_columns", pa.string()),
-])
-VAL_REJECTS_SCHEMA = pa.schema([
-    ("source_file", pa.string()), ("row_index", pa.int64()), ("uid", pa.string()),
-    ("action", pa.string()), ("reason", pa.string()), ("raw", pa.string()),
-])
+QUESTIONS_SCHEMA = raw_schema("vv_questions")
+VAL_REJECTS_SCHEMA = raw_schema("vv_rejects")

@@ -22,16 +22,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 
 from dagster_project.dropfolder import read_records
-from dagster_project.tables import streaming_parquet
+from dagster_project.tables import raw_schema, rows_to_table, streaming_parquet
 from dagster_project.video_val import lmms_eval_samples, verl_dumps
 
 # A long chain of thought is tens of KB: a record over 4 MB is a runaway, refused alone.
@@ -213,38 +212,23 @@ def write_response_part(f: ResponseFile, rows_path: Path, rejects_path: Path,
             if row is not None:
                 rows.append({**row, **where, "line": line})
                 if len(rows) == BATCH_ROWS:
-                    rows_out.write(_batch(rows, RESPONSES_SCHEMA))
+                    rows_out.write(rows_to_table(rows, RESPONSES_SCHEMA))
                     counts["rows"] += len(rows)
                     rows = []
             else:
                 rejects.append({**where, "line": line, "reason": problem, "raw": raw})
                 if len(rejects) == BATCH_ROWS:
-                    rejects_out.write(_batch(rejects, RESPONSE_REJECTS_SCHEMA))
+                    rejects_out.write(rows_to_table(rejects, RESPONSE_REJECTS_SCHEMA))
                     counts["rejects"] += len(rejects)
                     rejects = []
-        rows_out.write(_batch(rows, RESPONSES_SCHEMA))
-        rejects_out.write(_batch(rejects, RESPONSE_REJECTS_SCHEMA))
+        rows_out.write(rows_to_table(rows, RESPONSES_SCHEMA))
+        rejects_out.write(rows_to_table(rejects, RESPONSE_REJECTS_SCHEMA))
         counts["rows"] += len(rows)
         counts["rejects"] += len(rejects)
     return counts
 
 
-def _batch(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
-    return pa.table({name: [r.get(name) for r in rows] for name in schema.names}, schema=schema)
-
-
 # raw_vv_responses: the well-formed records of every file version, one part per version
-RESPONSES_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("step", pa.int64()), ("uid", pa.string()),
-    ("sample_idx", pa.int64()), ("response", pa.string()), ("response_digest", pa.string()),
-    ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int64()),
-    # another tool's output only: which tool (`verl`, `lmms-eval`), the score it recorded and
-    # its other per-row values as JSON (verl: the reward's extra keys acc, pred, ...; lmms-eval:
-    # the per-sample metric dict, pred_answer, ..., with doc_id and doc_hash)
-    ("tool", pa.string()), ("tool_score", pa.float64()), ("tool_extras", pa.string()),
-])
+RESPONSES_SCHEMA = raw_schema("vv_responses")
 # raw_vv_response_rejects: the malformed ones (and the problems of whole files)
-RESPONSE_REJECTS_SCHEMA = pa.schema([
-    ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int64()),
-    ("reason", pa.string()), ("raw", pa.string()),
-])
+RESPONSE_REJECTS_SCHEMA = raw_schema("vv_response_rejects")

@@ -27,8 +27,8 @@ from functools import lru_cache
 from typing import Literal, NamedTuple
 
 import polars as pl
-import pyarrow as pa
 
+from dagster_project.tables import raw_schema
 from dagster_project.video_val.answer_extraction import (
     _EDGE_PUNCTUATION,
     _PHRASE_CORES,
@@ -373,13 +373,7 @@ def _fallback_of_block(block: str | None, option_letters: str) -> str | None:
     return fallback_letter(f"{ANSWER_OPEN}{block}{ANSWER_CLOSE}", option_letters)
 
 
-# raw_vv_scored_responses: score_frame's rows, one per well-formed response of a known uid
-SCORED_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("step", pa.int64()), ("uid", pa.string()),
-    ("sample_idx", pa.int64()), ("data_source", pa.string()), ("option_letters", pa.string()),
-    ("ground_truth", pa.string()), ("extracted", pa.string()),
-    ("extraction_method", pa.string()), ("correct", pa.bool_()), ("format_card", pa.bool_()),
-    ("format_exact", pa.bool_()),
-    # where the response was read: the views keep the first record of each key in this order
-    ("source_file", pa.string()), ("file_version", pa.int32()), ("line", pa.int64()),
-])
+# raw_vv_scored_responses: score_frame's rows, one per well-formed response of a known uid; its
+# last columns say where the response was read (the views keep the first record of each key in
+# that order)
+SCORED_SCHEMA = raw_schema("vv_scored_responses")

@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
-
 from dagster_project.hub import download_dataset, parse_hub_uri
-from dagster_project.tables import path_field
+from dagster_project.tables import raw_schema
 from dagster_project.video_val.schema import SOURCES
 
 # Only the parquets and the docs: the videos are not part of the dataset repository.
@@ -54,8 +52,4 @@ def acquire_val_source(source: str, hub_cache: Path) -> ValSource:
 
 
 # raw_vv_source: one row per val parquet found
-SOURCE_SCHEMA = pa.schema([
-    path_field("source"), path_field("local_path"), ("hub_repo_id", pa.string()),
-    ("requested_revision", pa.string()), ("resolved_revision", pa.string()),
-    ("file_name", pa.string()), ("data_source", pa.string()), path_field("file_path"),
-])
+SOURCE_SCHEMA = raw_schema("vv_source")

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
+
+from dagster_project.tables import raw_schema
 
 N_BOOTSTRAP = 1000
 SEED = 42
@@ -211,8 +212,4 @@ def dump_metrics(rows: dict[str, list[Any]], weights: tuple[float, float]) -> li
 
 
 # raw_vv_verl_metrics: one part per verl dump version
-VERL_METRICS_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("step", pa.int64()), ("data_source", pa.string()),
-    ("metric", pa.string()), ("value", pa.float64()), ("wandb_key", pa.string()),
-    ("source_file", pa.string()), ("file_version", pa.int32()),
-])
+VERL_METRICS_SCHEMA = raw_schema("vv_verl_metrics")

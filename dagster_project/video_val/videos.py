@@ -4,20 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
-
 from dagster_project.media.probe import probe_video_cached
-from dagster_project.tables import path_field
+from dagster_project.tables import raw_schema
 
 # raw_vv_videos: one probe per distinct video
-VIDEOS_SCHEMA = pa.schema([
-    path_field("video_path"), ("n_rows", pa.int64()), ("ok", pa.bool_()),
-    ("error", pa.string()), ("codec", pa.string()), ("width", pa.int32()),
-    ("height", pa.int32()), ("fps", pa.float64()), ("duration_s", pa.float64()),
-    ("frame_count", pa.int64()), ("first_frame_s", pa.float64()),
-    ("last_frame_s", pa.float64()), ("first_frame_decodes", pa.bool_()),
-    ("last_frame_decodes", pa.bool_()), ("size_bytes", pa.int64()),
-])
+VIDEOS_SCHEMA = raw_schema("vv_videos")
 
 
 def probe_row(video_path: str, n_rows: int, cache_dir: Path | None = None) -> dict:

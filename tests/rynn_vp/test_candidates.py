@@ -22,7 +22,7 @@ from benchlake_demo.rvp_candidates import (
 )
 from benchlake_demo.rynn_vp import load_spec
 from dagster_project.media.probe import probe_video
-from dagster_project.rynn_vp.candidates import COLUMNS, scan_candidates
+from dagster_project.rynn_vp.candidates import CANDIDATES_SCHEMA, scan_candidates
 from dagster_project.tables import Reject
 
 CASE_IDS = [str(c["case_id"]) for c in load_spec()["cases"]]
@@ -114,7 +114,7 @@ def test_scan_demo_rows_match_the_plan(demo: Path, demo_scan) -> None:
     plan = demo_plan()
     assert [(r["system"], r["case_id"]) for r in rows] == [(c.system, c.case_id) for c in plan]
     for row, cand in zip(rows, plan, strict=True):
-        assert set(row) == set(COLUMNS)
+        assert set(row) == set(CANDIDATES_SCHEMA.names)
         assert row["modality"] == cand.modality and row["ok"] and row["problem"] is None
         assert Path(row["path"]).is_absolute()
         assert (row["width"], row["height"]) == (cand.width, cand.height)

@@ -1,0 +1,56 @@
+"""tables.py: rows_to_table takes exactly the schema's columns; DuckDB type names map to Arrow
+exactly."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from dagster_project.tables import REJECTS_SCHEMA, arrow_type, raw_schema, rows_to_table
+
+
+def test_rows_to_table_fills_missing_keys_with_null():
+    table = rows_to_table([{"source_file": "a.json", "reason": "bad"}], REJECTS_SCHEMA)
+    assert table.schema == REJECTS_SCHEMA
+    assert table.to_pylist() == [
+        {"source_file": "a.json", "case_id": None, "stage": None, "reason": "bad"}]
+
+
+def test_rows_to_table_refuses_a_key_that_is_not_a_column_and_names_the_table():
+    rows = [{"source_file": "a.json", "reason": "bad"},
+            {"source_file": "b.json", "reson": "misspelt", "extra": 1}]
+    with pytest.raises(ValueError, match=r"'extra', 'reson'.*table 'rvp_rejects'"):
+        rows_to_table(rows, REJECTS_SCHEMA)
+
+
+def test_rows_to_table_names_the_table_given_or_the_columns():
+    schema = pa.schema([("a", pa.int64())])
+    with pytest.raises(ValueError, match=r"'b'.*table 'mine'"):
+        rows_to_table([{"a": 1, "b": 2}], schema, table="mine")
+    with pytest.raises(ValueError, match=r"'b'.*schema \(a\)"):
+        rows_to_table([{"a": 1, "b": 2}], schema)
+
+
+def test_a_schema_two_tables_share_names_both():
+    with pytest.raises(ValueError, match="rvp_judgment_files' or table 'vv_response_files"):
+        rows_to_table([{"folder": "x", "sha": "y"}], raw_schema("vv_response_files"))
+
+
+@pytest.mark.parametrize(("duckdb_type", "arrow"), [
+    ("VARCHAR", pa.string()), ("INTEGER", pa.int32()), ("BIGINT", pa.int64()),
+    ("DOUBLE", pa.float64()), ("BOOLEAN", pa.bool_()), ("BLOB", pa.binary()),
+    ("BIGINT[]", pa.list_(pa.int64())), ("VARCHAR[][]", pa.list_(pa.list_(pa.string()))),
+    ('STRUCT(letter VARCHAR, "text" VARCHAR)[]',
+     pa.list_(pa.struct([("letter", pa.string()), ("text", pa.string())]))),
+    ("STRUCT(a INTEGER, b STRUCT(c DOUBLE, d BOOLEAN[]))",
+     pa.struct([("a", pa.int32()),
+                ("b", pa.struct([("c", pa.float64()), ("d", pa.list_(pa.bool_()))]))])),
+])
+def test_arrow_type_maps_duckdb_names_exactly(duckdb_type: str, arrow: pa.DataType):
+    assert arrow_type(duckdb_type) == arrow
+
+
+@pytest.mark.parametrize("duckdb_type", ["HUGEINT", "FLOAT", "TIMESTAMP", "DECIMAL(10,2)"])
+def test_arrow_type_refuses_what_raw_tables_do_not_use(duckdb_type: str):
+    with pytest.raises(ValueError, match="no Arrow type"):
+        arrow_type(duckdb_type)
