@@ -66,7 +66,7 @@ class _ProgressHandler(logging.Handler):
 
 # dagster-dbt's log lines: what it runs is in dbt's log file, named at the end.
 _CHATTER = ("A dbt subsetted execution", "Running dbt command", "Finished dbt command",
-            "Copying `", "DBT selection of")
+            "Copying `", "DBT selection of", "Dependencies for step")
 
 
 def _print(line: str) -> None:

@@ -72,7 +72,7 @@ def column_decimals(relation: str) -> dict[str, int]:
 
 def preview(con: Any, relation: str) -> tuple[int, str]:
     """(row count, Markdown preview) of a catalog relation: whole up to `COMPLETE_ROWS` rows."""
-    count = con.execute(f'SELECT count(*) FROM "{relation}"').fetchone()[0]
+    count = con.sql(f'SELECT count(*) FROM "{relation}"').fetchall()[0][0]
     limit = count if count <= COMPLETE_ROWS else HEAD_ROWS
     table = con.sql(f'SELECT * FROM "{relation}" LIMIT {limit}').to_arrow_table()
     return count, markdown_preview(table, limit, column_decimals(relation))

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -192,8 +193,11 @@ def _first_line(text: str | None) -> str:
     """DuckDB's own message in dbt's error text ("Runtime Error in model x (path)" comes
     first; the line saying what DuckDB refused follows)."""
     lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    said = [ln for ln in lines[1:] if "Error" in ln or "error" in ln]
+    said = [ln for ln in lines[1:] if not _HEADER.match(ln) and not ln.startswith(">")]
     return (said or lines or ["failed"])[0]
+
+
+_HEADER = re.compile(r"^\w+ Error in (model|test|seed|unit_test) ")
 
 
 def _model_metadata(spec: dg.AssetSpec, compiled: Mapping[str, str | None],
