@@ -30,7 +30,8 @@ class _ProgressHandler(logging.Handler):
                                                   "start": time.monotonic()})
         if kind == "STEP_START":
             state["start"] = time.monotonic()
-            _print(f"  ... {step}")
+            if sys.stderr.isatty():  # a terminal sees what runs now; a log only what finished
+                _print(f"  ... {step}")
         elif kind == "ASSET_MATERIALIZATION":
             state["assets"] += 1
             rows = event.event_specific_data.materialization.metadata.get("dagster/row_count")
@@ -48,9 +49,10 @@ class _ProgressHandler(logging.Handler):
             took = time.monotonic() - state["start"]
             what = (f"{state['rows']} rows" if state["assets"] == 1 and state["rows"] is not None
                     else "observed" if state["observed"] and not state["assets"]
+                    else "check" if not state["assets"]
                     else f"{state['assets']} assets")
-            checks = (f", checks: {state['passed']} passed" if state["passed"] or state["failed"]
-                      else "")
+            checks = (f"{', checks' if state['assets'] else ''}: {state['passed']} passed"
+                      if state["passed"] or state["failed"] else "")
             if state["failed"]:
                 checks += f", {len(state['failed'])} failed"
             _print(f"  ok  {step}: {what}{checks} ({took:.1f}s)")
