@@ -34,6 +34,11 @@ DEFAULT_SELECTION = "not group:reports"
 
 
 def definitions() -> dg.Definitions:
+    """The code location's definitions, the dbt manifest they are built from prepared first
+    (parsed again only when `sql/` changed)."""
+    from dagster_project.warehouse.project import prepare_manifest
+
+    prepare_manifest()
     from dagster_project.definitions import defs
 
     return defs

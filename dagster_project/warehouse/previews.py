@@ -25,7 +25,8 @@ def _cell(value: Any, decimals: int | None) -> str:
     if value is None:
         return ""
     if isinstance(value, float) and decimals is not None:
-        text = f"{value:.{decimals}f}"
+        # 62.706785714285715 -> 62.71, 14.0 -> 14 (a count kept as a double)
+        text = f"{value:.{decimals}f}".rstrip("0").rstrip(".")
     else:
         text = str(value)
     text = text.replace("|", "\\|").replace("\n", " ")

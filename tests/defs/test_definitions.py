@@ -122,10 +122,13 @@ def test_every_view_and_rule_table_is_an_asset_with_its_lineage_and_group():
         assert graph.get(dg.AssetKey(key)).description
 
 
-def test_no_two_assets_share_a_label():
-    _, graph, _, _ = _graph()
+def test_no_two_assets_share_a_label_and_each_suite_has_its_leaderboard():
+    _, graph, _, groups = _graph()
     labels = [k.path[-1] for k in graph.get_all_asset_keys()]
     assert len(labels) == len(set(labels)), sorted(n for n in labels if labels.count(n) > 1)
+    # what the UI's search finds for "leaderboard": one per suite, in its group
+    boards = {n: groups[n] for n in labels if "leaderboard" in n}
+    assert boards == {"rvp_leaderboard": "rynn_vp", "vv_leaderboard": "video_val"}
 
 
 def test_dbt_tests_are_asset_checks_of_the_models():

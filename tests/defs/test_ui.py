@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -293,6 +294,44 @@ def test_ui_launches_the_demo_materialization(ui_server: UiServer) -> None:
           runId status evaluation { success severity } } }""")["assetCheckExecutions"]
     assert checks and checks[0]["runId"] == run_id, checks
     assert checks[0]["evaluation"] is not None and checks[0]["status"] != "IN_PROGRESS"
+
+
+REEXECUTE = """mutation R($parent: String!) { launchPipelineReexecution(reexecutionParams: {
+    parentRunId: $parent, strategy: ALL_STEPS }) { __typename
+    ... on LaunchRunSuccess { run { runId status } } ... on PythonError { message } } }"""
+
+
+def wait_for_run(port: int, run_id: str) -> str:
+    status, deadline = "", time.monotonic() + RUN_TIMEOUT
+    while status not in ("SUCCESS", "FAILURE", "CANCELED"):
+        assert time.monotonic() < deadline, f"run {run_id} still {status}"
+        time.sleep(1)
+        status = graphql(port, RUN_STATUS, {"id": run_id})["runOrError"]["status"]
+    return status
+
+
+def test_a_cli_run_is_a_run_of_a_job_the_ui_knows_and_re_executes(
+        ui_server: UiServer, tmp_path: Path) -> None:
+    """`benchlake materialize` beside the UI: the run is listed, its job resolves in the code
+    location, and the UI's "Re-execute" (launchPipelineReexecution) runs it again."""
+    env = ui_env(ui_server.home, tmp_path)
+    done = subprocess.run([BENCHLAKE, "materialize", "--select", "key:rvp_prompts"], env=env,
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    run_id = re.search(r"run ([0-9a-f-]{36})", done.stderr).group(1)
+    run = graphql(ui_server.port, """query Q($id: ID!) { runOrError(runId: $id) { ... on Run {
+        pipelineName status tags { key value }
+        repositoryOrigin { repositoryLocationName repositoryName } } } }""",
+                  {"id": run_id})["runOrError"]
+    assert run["status"] == "SUCCESS" and run["pipelineName"] == "__ASSET_JOB"
+    assert run["repositoryOrigin"] == {
+        "repositoryLocationName": ui_server.repository["repositoryLocationName"],
+        "repositoryName": ui_server.repository["repositoryName"]}
+    assert {"key": "benchlake/launched_by", "value": "benchlake cli"} in run["tags"]
+    again = graphql(ui_server.port, REEXECUTE, {"parent": run_id})["launchPipelineReexecution"]
+    assert again["__typename"] == "LaunchRunSuccess", again
+    ui_server.run_ids.append(again["run"]["runId"])
+    assert wait_for_run(ui_server.port, again["run"]["runId"]) == "SUCCESS"
 
 
 def test_ui_daemon_runs_the_sensors_and_the_schedule(ui_server: UiServer) -> None:
