@@ -129,6 +129,12 @@ def run_materialize(settings: Settings, select: str | None, verbose: bool = Fals
               f"{time.perf_counter() - started:.1f}s; run {result.run_id}; "
               f"catalog: {settings.catalog_path}; dbt's log: {log_path}",
               soft_wrap=True, markup=False)
+    errors = result.failed_checks()
+    if errors:  # the data is there, but something it must satisfy does not hold
+        shown = ", ".join(errors[:5]) + (f" and {len(errors) - 5} more" if len(errors) > 5
+                                         else "")
+        raise CliError(f"{len(errors)} check(s) failed with ERROR severity: {shown}; see "
+                       "`benchlake ui` for what each found")
 
 
 @contextlib.contextmanager
@@ -182,14 +188,11 @@ _TABLE_IN_VIEW = re.compile(r"/tables/raw/(\w+)[/.]")
 
 
 def incomplete_tables(con: Any, sql: str) -> dict[str, str]:
-    """{table: what is missing} for the tables `sql` reads (through any views) whose last
-    started run did not finish writing them (`benchlake_status`)."""
+    """{table: what is wrong} for the tables `sql` reads (through any views) whose last started
+    run did not finish writing them (`benchlake_status`)."""
     try:
-        status = con.execute("""
-            SELECT table_name, count(*) FILTER (WHERE status <> 'complete'), count(*),
-                   arg_max(last_started_run_id, last_started_at) FILTER (WHERE status <> 'complete')
-            FROM benchlake_status GROUP BY table_name
-            HAVING count(*) FILTER (WHERE status <> 'complete') > 0""").fetchall()
+        status = dict(con.execute("SELECT table_name, last_started_run_id FROM benchlake_status "
+                                  "WHERE status <> 'complete'").fetchall())
     except Exception:  # noqa: BLE001 - no markers yet: nothing to warn about
         return {}
     if not status:
@@ -203,11 +206,10 @@ def incomplete_tables(con: Any, sql: str) -> dict[str, str]:
         for name in set(re.findall(r"\w+", text)) & views.keys() - seen:
             seen.add(name)
             todo.append(views[name])
-    return {table: (f"{bad} of {total} partition(s) not written by run {run} (failed, killed "
-                    "or still running)" if total > 1 else
-                    f"run {run} started writing it and did not finish (failed, killed or still "
+    # the catalog itself: a dbt build that did not finish may have replaced some views only
+    return {table: (f"run {run} started writing it and did not finish (failed, killed or still "
                     "running): the data served is from an earlier run, if any")
-            for table, bad, total, run in status if table in tables}
+            for table, run in status.items() if table in tables or table == "catalog"}
 
 
 class Format(StrEnum):

@@ -106,7 +106,7 @@ def materialize(
     this process, tagged with what launched it (`benchlake/launched_by`) and the selection.
     With `progress`, the steps are told on stderr (the `benchlake_progress` logger) instead of
     Dagster's console log. `checks=False` (tests of the tables themselves) builds what is
-    selected without running any check."""
+    selected without running a check, but those an asset runs as it writes."""
     from dagster._core.definitions.job_base import InMemoryJob
     from dagster._core.execution.api import execute_run
 
@@ -126,7 +126,11 @@ def materialize(
     if progress:
         config["loggers"] = {"benchlake_progress": {}}
     instance = instance or dg.DagsterInstance.ephemeral()
-    run = _create_run(instance, keys, None if checks else set(), config, {
+    # Without checks: none but those an asset computes as it writes (they are not separable).
+    inseparable = {check for key in keys for check in
+                   defs.resolve_asset_graph().get(key).assets_def.check_keys
+                   if not defs.resolve_asset_graph().get(key).assets_def.can_subset}
+    run = _create_run(instance, keys, None if checks else inseparable, config, {
         "benchlake/launched_by": launched_by, "benchlake/select": select or "(all)"})
     job = InMemoryJob(defs.resolve_implicit_global_asset_job_def())
     result = execute_run(job, run, instance, raise_on_error=raise_on_error)
@@ -195,6 +199,12 @@ class Outcome:
 
     def get_asset_check_evaluations(self) -> list:
         return [e.event_specific_data for e in self._of("ASSET_CHECK_EVALUATION")]
+
+    def failed_checks(self) -> list[str]:
+        """`asset:check` of every check that failed with ERROR severity (WARN ones are notes)."""
+        return [f"{c.asset_key.to_user_string()}:{c.check_name}"
+                for c in self.get_asset_check_evaluations()
+                if not c.passed and c.severity == dg.AssetCheckSeverity.ERROR]
 
     def failures(self) -> list[Failed]:
         """What failed, per step: the assets it writes, the first line of the underlying error

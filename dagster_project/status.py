@@ -27,7 +27,7 @@ from pathlib import Path
 from dagster_project.tables import atomic_write_bytes
 
 STATUS_DIR = "status"  # beside tables/, not in it: the tables stay byte-identical across runs
-WHOLE_TABLE = "_all"  # the partition name of an unpartitioned table
+WHOLE_TABLE = "_all"  # the marker's file name
 
 
 def _marker(home: Path, table: str) -> Path:
@@ -39,7 +39,7 @@ def _update(home: Path, table: str, **fields: object) -> None:
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        state = {"table_name": table, "partition": None}
+        state = {"table_name": table}
     state.update(fields)
     atomic_write_bytes(path, json.dumps(state, sort_keys=True).encode())
 

@@ -22,8 +22,9 @@ warnings.filterwarnings("ignore", module="dagster")
 # The Rynn-VP ingestion assets (no candidates/evidence) and the views over them: what the
 # ingest tests need.
 RVP_INGEST = " or ".join([*(f"key:raw_{k}" for k in (
-    "rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases", "rvp_intervals")),
-    *(f"1+key:{v}" for v in ("rvp_cases", "rvp_intervals", "rvp_media", "rvp_rejects"))])
+    "rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases", "rvp_intervals", "rvp_rejects")),
+    *(f"1+key:{v}" for v in ("rvp_cases", "rvp_intervals", "rvp_media", "rvp_rejects")),
+    "key:stg_rvp_snapshot", "key:stg_rvp_checksums", "1+key:rvp_dataset_stats"])
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 

@@ -34,9 +34,11 @@ def _cell(value: Any, decimals: int | None) -> str:
 
 
 def markdown_preview(table: pa.Table | pl.DataFrame, limit: int = HEAD_ROWS,
-                     decimals: Mapping[str, int] | None = None) -> str:
+                     decimals: Mapping[str, int] | None = None,
+                     total: int | None = None) -> str:
     """The first `limit` rows of `table` as Markdown, floats rounded (`decimals` per column,
-    else `DEFAULT_DECIMALS`), and how many rows are left out."""
+    else `DEFAULT_DECIMALS`), and how many rows are left out (of `total`, when `table` holds
+    only the first rows)."""
     df = table if isinstance(table, pl.DataFrame) else pl.from_arrow(table)
     assert isinstance(df, pl.DataFrame)
     if not df.columns:
@@ -46,8 +48,9 @@ def markdown_preview(table: pa.Table | pl.DataFrame, limit: int = HEAD_ROWS,
     for row in df.head(limit).iter_rows():
         lines.append("| " + " | ".join(_cell(v, places[c])
                                        for c, v in zip(df.columns, row, strict=True)) + " |")
-    if df.height > limit:
-        lines.append(f"\n_{df.height - limit} more rows_")
+    total = df.height if total is None else total
+    if total > limit:
+        lines.append(f"\n_{total - limit} more rows_")
     return "\n".join(lines)
 
 
@@ -76,4 +79,4 @@ def preview(con: Any, relation: str) -> tuple[int, str]:
     count = con.sql(f'SELECT count(*) FROM "{relation}"').fetchall()[0][0]
     limit = count if count <= COMPLETE_ROWS else HEAD_ROWS
     table = con.sql(f'SELECT * FROM "{relation}" LIMIT {limit}').to_arrow_table()
-    return count, markdown_preview(table, limit, column_decimals(relation))
+    return count, markdown_preview(table, limit, column_decimals(relation), count)

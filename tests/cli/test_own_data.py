@@ -14,7 +14,6 @@ import re
 import shutil
 from pathlib import Path
 
-import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -22,14 +21,7 @@ from typer.testing import CliRunner
 
 from benchlake_demo.rynn_vp import write_sha256sums
 from dagster_project.cli import app
-from dagster_project.defs.resources import BenchlakeSettings, dbt_resource
-from dagster_project.runner import (
-    MATERIALIZE_JOB,
-    definitions,
-    materialize,
-    plan_waves,
-    resolve_selection,
-)
+from dagster_project.runner import definitions, materialize, selected_keys
 from dagster_project.rynn_vp.judgment_records import MAX_RECORD_BYTES as JUDGMENT_CAP
 from dagster_project.settings import PROJECT_ROOT, Settings
 from dagster_project.video_val.responses import MAX_RECORD_BYTES as RESPONSE_CAP
@@ -79,7 +71,7 @@ def test_own_snapshot_reads_empty_drop_folders_not_the_demo(demo_inputs, tmp_pat
     snap = tmp_path / "my-rynn-vp"
     cases = own_snapshot(demo_inputs, snap)
     home = tmp_path / "home"
-    done = cli(monkeypatch, home, "materialize", "--select", "group:rynn_vp and not kind:dbt",
+    done = cli(monkeypatch, home, "materialize", "--select", "group:rynn_vp",
                RYNN_VP_SOURCE=str(snap))
     assert done.exit_code == 0, done.output + done.stderr
     for setting, kind in (("CANDIDATES_DIR", "candidates"), ("JUDGMENTS_DIR", "judgments")):
@@ -107,8 +99,8 @@ def test_own_candidates_with_the_demo_snapshot_get_no_demo_judgments(demo_wareho
     shutil.copytree(one, mine / "veo-sim" / one.name)
     settings = settings_for(home, candidates_dir=str(mine))
     assert settings.default_drop_folders() == {"JUDGMENTS_DIR": home / "drop" / "judgments"}
-    result = materialize(settings, "key:raw_rvp_candidates or key:raw_rvp_judgments",
-                         raise_on_error=False)
+    result = materialize(settings, "key:raw_rvp_candidates+ or key:raw_rvp_judgments+",
+                         raise_on_error=False, checks=False)
     assert result.success, [f.message for f in result.failures()]
     assert not (home / "demo" / "judgments").exists()
     con = connect(settings.home)
@@ -150,7 +142,7 @@ def own_val(demo_inputs, tmp_path_factory):
     pq.write_table(table.set_column(i, "reward_model", as_text), pc)
     settings = settings_for(root / "home", video_val_source=str(src),
                             video_val_prefix_map=f"{FOREIGN_PREFIX}={cache.as_uri()}")
-    assert materialize(settings, "group:video_val and not kind:dbt").success
+    assert materialize(settings, "group:video_val", checks=False).success
     con = connect(settings.home)
     return settings, con, outside, cache
 
@@ -219,11 +211,13 @@ def test_switching_responses_dir_carries_nothing_over(own_val, tmp_path):
     env = {"video_val_source": base.video_val_source,
            "video_val_prefix_map": base.video_val_prefix_map}
 
-    assert materialize(settings_for(home, responses_dir=str(a), **env), RESPONSES).success
+    assert materialize(settings_for(home, responses_dir=str(a), **env), RESPONSES,
+                       checks=False).success
     con = connect(home)
     assert count(con, "vv_responses", "run_id = 'run-a'") == 3
 
-    assert materialize(settings_for(home, responses_dir=str(b), **env), RESPONSES).success
+    assert materialize(settings_for(home, responses_dir=str(b), **env), RESPONSES,
+                       checks=False).success
     con = connect(home)
     got = con.execute("SELECT run_id, step, source_file FROM vv_responses ORDER BY ALL")
     assert got.fetchall() == [("run-b", 1, "run.jsonl"), ("run-b", 1, "run.jsonl"),
@@ -253,14 +247,13 @@ def readme_selections() -> list[str]:
                                  text)))
 
 
-def test_every_key_selection_resolves_to_a_runnable_job(tmp_path):
+def test_every_key_selection_resolves_to_a_runnable_job():
     """`key:K`, `key:K+`, `+key:K` for every asset key and every README selection: resolved as
-    `benchlake materialize` resolves them, each wave builds the job it would run (a multi-asset
-    that cannot be subset used to fail here with "Failed to resolve asset job")."""
+    `benchlake materialize` resolves them, the code location's asset job takes them as one run
+    (a multi-asset that cannot be subset used to fail with "Failed to resolve asset job")."""
     defs = definitions()
     graph = defs.resolve_asset_graph()
-    resources = {"benchlake": BenchlakeSettings.from_settings(settings_for(tmp_path)),
-                 "dbt": dbt_resource()}
+    job = defs.resolve_implicit_global_asset_job_def()
     readme = readme_selections()
     assert {"group:rynn_vp", "key:raw_rvp_media+", "group:reports"} <= set(readme)
     selections = [(f"{pre}key:{key.to_user_string()}{post}", key)
@@ -268,16 +261,12 @@ def test_every_key_selection_resolves_to_a_runnable_job(tmp_path):
                   for pre, post in (("", ""), ("", "+"), ("+", ""))]
     selections += [(sel, None) for sel in readme]
     for select, key in selections:
-        keys = resolve_selection(graph, select)
+        keys = set(selected_keys(defs, select))
         assert keys and (key is None or key in keys), select
         for k in keys:  # whole multi-assets only (the dbt models can be subset)
             assets_def = graph.get(k).assets_def
             assert assets_def.can_subset or set(assets_def.keys) <= keys, (select, k)
-        for wave in plan_waves(graph, keys):
-            job = dg.define_asset_job(MATERIALIZE_JOB,
-                                      selection=dg.AssetSelection.assets(*wave.keys))
-            dg.Definitions(assets=defs.assets, asset_checks=defs.asset_checks, jobs=[job],
-                           resources=resources).resolve_job_def(MATERIALIZE_JOB)
+        assert job.get_subset(asset_selection=keys).asset_layer.selected_asset_keys, select
 
 
 @pytest.mark.slow
@@ -320,7 +309,10 @@ def campaign(demo_warehouse, tmp_path_factory):
                                   "notes": "x" * JUDGMENT_CAP}))
     (drop / "campaign.jsonl").write_text("\n".join(lines) + "\n")
     settings = settings_for(copy_home(demo_warehouse, root / "home"), judgments_dir=str(drop))
-    assert materialize(settings, "key:raw_rvp_judgment_files").success  # the whole multi-asset
+    # the whole multi-asset, and the views over it
+    assert materialize(settings, "key:raw_rvp_judgment_files or 1+key:rvp_judgments or "
+                       "1+key:rvp_judgment_rejects or 1+key:rvp_judgment_files",
+                       checks=False).success
     con = connect(settings.home)
     return con, len(lines), (drop / "campaign.jsonl").stat().st_size
 
@@ -375,7 +367,7 @@ def responses(demo_warehouse, tmp_path_factory):
         json.dumps({"run_id": "fmt", "step": 1, "uid": uid, "response": text}) + "\n"
         for uid, (text, _, _) in zip(uids, FORMAT_CASES.values(), strict=False)))
     settings = settings_for(copy_home(demo_warehouse, root / "home"), responses_dir=str(drop))
-    assert materialize(settings, RESPONSES).success
+    assert materialize(settings, RESPONSES, checks=False).success
     con = connect(settings.home)
     return con, len(lines), dict(zip(FORMAT_CASES, uids, strict=False))
 
@@ -458,7 +450,7 @@ def test_png_named_gt_mp4_is_a_rejected_case_with_no_evaluations(demo_inputs, tm
             shutil.copytree(demo_inputs.candidates_root() / system / case, cands / system / case)
     settings = settings_for(tmp_path / "home", rynn_vp_source=str(snap),
                             candidates_dir=str(cands))
-    assert materialize(settings, "group:rynn_vp and not kind:dbt").success
+    assert materialize(settings, "group:rynn_vp", checks=False).success
     con = connect(settings.home)
     rejects = rows(con, "SELECT source_file, reason FROM rvp_rejects WHERE case_id = ?",
                    [png_case])

@@ -113,7 +113,7 @@ def test_every_view_in_four_formats_with_equal_row_counts(export_dir: Path,
 def test_markdown_is_a_report_table(export_dir: Path) -> None:
     text = (export_dir / "rvp_leaderboard.md").read_text(encoding="utf-8")
     caption = text.splitlines()[2]
-    assert caption.endswith(": means over scored cases; n_scored/n_cases shown.")
+    assert ": means over scored cases; n_scored/n_cases shown." in caption
     header, rows = _markdown_table(export_dir / "rvp_leaderboard.md")
     assert header[0].startswith("| profile |") and SEPARATOR.match(header[1])
     assert header[1].count("---:") >= 4  # numbers right-aligned

@@ -107,16 +107,18 @@ def test_checksum_check_warns_but_does_not_block(broken):
     assert verified[0].severity.value == "WARN"
 
 
-def test_missing_manifest_blocks_downstream(rynn_vp_copy, tmp_path):
+def test_missing_manifest_fails_its_check_and_refuses_every_case(rynn_vp_copy, tmp_path):
     (rynn_vp_copy / "SHA256SUMS.txt").unlink()
     settings = settings_for(tmp_path / "home", rynn_vp_source=str(rynn_vp_copy))
     result = materialize(settings, RVP_INGEST, raise_on_error=False)
     evals = [e for e in result.get_asset_check_evaluations()
              if e.check_name == "rvp_checksums_verified"]
     assert evals and not evals[0].passed and evals[0].severity.value == "ERROR"
-    materialized = {e.asset_key.path[-1] for e in result.get_asset_materialization_events()}
-    assert "rvp_checksums" in materialized and "rvp_cases" not in materialized
+    assert result.failed_checks() == ["raw_rvp_checksums:rvp_checksums_verified"]
     con = connect(settings.home)
+    # nothing verified, nothing accepted; the views say so (the rejects, with why)
+    assert con.execute("SELECT count(*) FROM rvp_cases").fetchone() == (0,)
+    assert con.execute("SELECT count(DISTINCT case_id) FROM rvp_rejects").fetchone()[0] >= 12
     reasons = [r[0] for r in con.execute(
         "SELECT reason FROM rvp_rejects WHERE source_file = 'SHA256SUMS.txt'").fetchall()]
     assert reasons and "SHA256SUMS.txt" in reasons[0]

@@ -19,7 +19,11 @@ from dagster_project.video_val.schema import FOREIGN_PREFIX, SOURCES
 from dagster_project.warehouse.catalog import connect
 from tests.conftest import settings_for
 
-VAL = "group:video_val and not kind:dbt"
+# The val ingest (parquets, questions, videos, frame plan) and the views over it.
+VAL = " or ".join([*(f"key:raw_vv_{t}" for t in ("source", "questions", "videos", "frame_plan")),
+                   *(f"1+key:{v}" for v in ("vv_questions", "vv_rejects", "vv_videos",
+                                           "vv_unresolved_videos", "vv_frame_plan")),
+                   "key:stg_vv_source"])
 
 
 def _demo_parquets(settings) -> Path:
@@ -120,7 +124,7 @@ def test_patch_size_16_is_selectable(demo_warehouse, tmp_path):
         [*defs.assets], selection=dg.AssetSelection.assets(raw_key("vv_frame_plan")),
         resources={"benchlake": BenchlakeSettings.from_settings(settings),
                    "dbt": dbt_resource()},
-        run_config={"ops": {"raw__vv_frame_plan": {"config": {"patch_size": 16}}}})
+        run_config={"ops": {"raw_vv_frame_plan": {"config": {"patch_size": 16}}}})
     assert result.success
     rows = pq.read_table(table_path(settings.home, "vv_frame_plan")).to_pylist()
     assert all(r["patch_size"] == 16 and r["resized_height"] % 32 == 0

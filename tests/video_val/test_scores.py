@@ -22,8 +22,8 @@ from dagster_project.video_val.scoring import score_response
 from dagster_project.warehouse.catalog import connect
 from tests.conftest import settings_for
 
-RESPONSES = "key:raw_vv_response_files or key:raw_vv_responses or key:raw_vv_response_rejects or " \
-            "key:raw_vv_scored_responses"
+# The response assets and every view downstream of them (verl's metrics included).
+RESPONSES = "key:raw_vv_responses+"
 
 
 def rows(con, sql, params=()):
@@ -239,7 +239,7 @@ def test_bad_responses_are_rejected_with_reasons(responses_home):
              "{not json"]
     (drop / "extra.jsonl").write_text("\n".join(lines) + "\n")
     (drop / "empty.jsonl").write_text("")
-    assert materialize(settings, RESPONSES).success
+    assert materialize(settings, RESPONSES, checks=False).success
     con = connect(settings.home)
     rej = {(r["source_file"], r["line"]): r["reason"] for r in rows(
         con, "SELECT * FROM vv_response_rejects")}
