@@ -59,10 +59,12 @@ def dagster_instance(settings: Settings) -> dg.DagsterInstance:
 def selected_keys(defs: dg.Definitions, select: str | None) -> list[dg.AssetKey]:
     """The executable assets `select` names (default: `DEFAULT_SELECTION`), with the whole of
     every multi-asset that cannot run a part of itself."""
+    from dagster_project.warehouse.catalog import seeds
+
     graph = defs.resolve_asset_graph()
     text = select or DEFAULT_SELECTION
-    try:
-        keys = dg.AssetSelection.from_string(text).resolve(graph)
+    try:  # the observed sources count as assets too (`key:judgments_dir+`)
+        keys = dg.AssetSelection.from_string(text, include_sources=True).resolve(graph)
     except Exception as error:  # noqa: BLE001 - a syntax error or an unknown key
         raise ValueError(f"--select {text!r}: {_first_line(str(error))}") from None
     runnable = {k for k in keys if graph.get(k).is_executable}
@@ -77,10 +79,24 @@ def selected_keys(defs: dg.Definitions, select: str | None) -> list[dg.AssetKey]
         if not node.assets_def.can_subset:
             runnable |= set(node.assets_def.keys)
     # The sources read are observed first (cheap: file identities), so each materialization
-    # records the version of what it read and the UI can tell when it is stale.
+    # records the version of what it read and the UI can tell when it is stale; the rule tables
+    # (dbt seeds, small CSVs) the selected views read are loaded, so a view never misses one.
+    rules = {dg.AssetKey(name) for name in seeds()}
     for key in list(runnable):
         runnable |= {p for p in graph.get(key).parent_keys if graph.get(p).is_observable}
+    runnable |= rules & {a for k in list(runnable) for a in _ancestors(graph, k)}
     return sorted(runnable)
+
+
+def _ancestors(graph: Any, key: dg.AssetKey) -> set[dg.AssetKey]:
+    seen: set[dg.AssetKey] = set()
+    todo = [key]
+    while todo:
+        for parent in graph.get(todo.pop()).parent_keys:
+            if parent not in seen:
+                seen.add(parent)
+                todo.append(parent)
+    return seen
 
 
 # The code location as `benchlake ui` (`dagster dev -m dagster_project.definitions`) loads it:
