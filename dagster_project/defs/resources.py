@@ -100,8 +100,8 @@ def drop_folder_sensor_result(
     cursor of path → content hash) gives one run request keyed by the change. A sensor without a
     cursor yet (a new UI, a new Dagster home) starts from what is already ingested, the current
     versions of `root` in the raw versions table `versions_table`, so work done by `benchlake
-    materialize` is not launched again. Files are hashed once: the `stat_cache` knows the digest
-    of every file whose size and mtime did not change."""
+    materialize` is not launched again. Files are hashed once: the file-identity cache at
+    `stat_cache` (`Settings.file_cache`) knows the digest of every file that did not change."""
     from dagster_project.dropfolder import changed_files, ingested_cursor
 
     if not root.is_dir():

@@ -175,7 +175,7 @@ def rvp_media(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     started(context, benchlake)
     root, _ = snapshot_root(benchlake.settings().home)
     rows, rejects = [], []
-    cache = benchlake.settings().cache_dir
+    cache = benchlake.settings().file_cache
     with ThreadPoolExecutor(max_workers=2) as pool:
         for row, rej in pool.map(lambda d: probe_case(d, cache), list_case_dirs(root)):
             if row is not None:
@@ -237,7 +237,7 @@ def rvp_candidates(context: dg.AssetExecutionContext, benchlake: BenchlakeSettin
     if s.uses_demo_candidates():
         _demo().ensure_candidates_demo(s)
     root = s.open_drop_folder("CANDIDATES_DIR")
-    rows, rejects = scan_candidates(root, set(_accepted_cases(benchlake)), s.cache_dir)
+    rows, rejects = scan_candidates(root, set(_accepted_cases(benchlake)), s.file_cache)
     _write_rejects(benchlake, "rvp_candidates", rejects)
     return write_and_describe(context, benchlake,
         "rvp_candidates", rows_to_table(rows, CANDIDATES_SCHEMA),
@@ -486,8 +486,7 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
         _demo().ensure_judgments_demo(s)
     root = s.open_drop_folder("JUDGMENTS_DIR")
     versions = archive_versions(s.archive_dir / "judgments", root,
-                                benchlake.table_path("rvp_judgment_files"), s.home,
-                                s.stat_cache("judgments"))
+                                benchlake.table_path("rvp_judgment_files"), s.home, s.file_cache)
     files = [SourceFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
              for v in versions_of(versions, root)]
     ctx = _context(benchlake)

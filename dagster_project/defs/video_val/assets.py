@@ -143,7 +143,7 @@ def vv_videos(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
         if q["video_in_roots"]:
             counts[q["video_path"]] = counts.get(q["video_path"], 0) + 1
     with ThreadPoolExecutor(max_workers=2) as pool:
-        cache = benchlake.settings().cache_dir
+        cache = benchlake.settings().file_cache
         rows = list(pool.map(lambda p: probe_row(p, counts[p], cache), sorted(counts)))
     return write_and_describe(context, benchlake, "vv_videos", rows_to_table(rows, VIDEOS_SCHEMA),
                               failed=sum(not r["ok"] for r in rows))
@@ -274,7 +274,7 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     root = s.open_drop_folder("RESPONSES_DIR")
     versions = archive_versions(s.archive_dir / "responses", root,
                                 benchlake.table_path("vv_response_files"), s.home,
-                                s.stat_cache("responses"))
+                                s.file_cache)
     yield write_and_describe(context, benchlake, "vv_response_files",
                              rows_to_table(versions, VERSIONS_SCHEMA))
     files = [ResponseFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
