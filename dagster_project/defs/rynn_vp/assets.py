@@ -36,7 +36,6 @@ from dagster_project.rynn_vp.checksums import (
 )
 from dagster_project.rynn_vp.evidence import (
     EVIDENCE_TABLES,
-    MAX_SOURCE_FRAMES,
     CaseInputs,
     build_case_evidence,
 )
@@ -339,10 +338,6 @@ _EVIDENCE_KEY = {"rvp_evidence_frames": "frames", "rvp_storyboards": "storyboard
                      description="One row per evaluation: clip boundaries, truncation, steps "
                      "shown, evidence gaps, extra evidence."),
     ],
-    check_specs=[dg.AssetCheckSpec(
-        "rvp_evidence_within_budget", asset=raw_key("rvp_evaluations"), blocking=True,
-        description=f"No evaluation uses more than the card's {MAX_SOURCE_FRAMES} source "
-        "frames.")],
 )
 def rvp_evidence(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """The card's evidence policy for every evaluation (system x case), ≤ 50 source frames each,
@@ -377,17 +372,6 @@ def rvp_evidence(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
                       "path": dg.MetadataValue.path(str(table_path(s.home, table, "_").parent)),
                       **extra},
             data_version=dg.DataVersion(content_version(s.home, table)))
-    yield _budget_check(s.home)
-
-
-def _budget_check(home: Path) -> dg.AssetCheckResult:
-    con = connect_raw(home, ["rvp_evaluations"])
-    over, worst = con.execute(
-        f"SELECT count(*) FILTER (WHERE n_source_frames > {MAX_SOURCE_FRAMES}), "
-        "max(n_source_frames) FROM raw.rvp_evaluations").fetchone()
-    return dg.AssetCheckResult(asset_key=raw_key("rvp_evaluations"),
-                               check_name="rvp_evidence_within_budget", passed=not over,
-                               metadata={"max_source_frames": worst or 0, "over_budget": over})
 
 
 # Refusals are written by each stage into its own part (`tables/raw/rvp_rejects/<stage>.parquet`,
