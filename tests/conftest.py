@@ -72,6 +72,31 @@ def demo_warehouse(demo_inputs: Settings, tmp_path_factory: pytest.TempPathFacto
     return settings
 
 
+@pytest.fixture(scope="session")
+def demo_tables(demo_inputs: Settings, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """A warehouse with every asset but the exports materialized from the demo, views included,
+    without running any check (`materialize(checks=False)`), once per session (read-only for
+    tests; copy it to change it): for the tests of tables and of what a rerun does."""
+    from dagster_project.runner import materialize
+
+    home = _shared(tmp_path_factory, "demo-tables")
+    with locked(home.parent / "demo-tables.lock"):
+        settings = settings_for(home)
+        if not (home / ".built").exists():
+            shutil.rmtree(home, ignore_errors=True)
+            shutil.copytree(demo_inputs.demo_dir, home / "demo")
+            result = materialize(settings, checks=False)
+            assert result.success, [f.message for f in result.failures()]
+            (home / ".built").touch()
+    return settings
+
+
+def copy_home(settings: Settings, dest: Path, **overrides: str) -> Settings:
+    """A private, writable copy of a warehouse (without its Dagster history)."""
+    shutil.copytree(settings.home, dest, ignore=shutil.ignore_patterns("dagster", ".built"))
+    return settings_for(dest, **overrides)
+
+
 @pytest.fixture
 def rynn_vp_copy(demo_inputs: Settings, tmp_path: Path) -> Path:
     """A private, writable copy of the demo Rynn-VP snapshot."""

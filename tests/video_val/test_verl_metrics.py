@@ -122,19 +122,19 @@ def test_wandb_keys_split_core_and_aux():
     assert keys[("reward", "mean@4")] == "val-aux/videomme_v1_test/reward/mean@4"
 
 
-def test_the_demo_dumps_metrics_equal_verls(verl, demo_warehouse):
+def test_the_demo_dumps_metrics_equal_verls(verl, demo_tables):
     """End to end: the demo's verl run ingested and scored by the assets; vv_verl_metrics equals
     verl's process_validation_metrics over the dump's own rows (uids by position) for verl's
     variables, and over benchlake's scores of the same rows for benchlake's."""
-    con = connect(demo_warehouse.home)
+    con = connect(demo_tables.home)
     got = {(r[0], r[1], r[2]): r[3] for r in con.execute(
         "SELECT step, data_source, metric, value FROM vv_verl_metrics").fetchall()}
-    sizes = {ds: pq.read_metadata(Path(demo_warehouse.video_val_source_or_demo()) / name).num_rows
+    sizes = {ds: pq.read_metadata(Path(demo_tables.video_val_source_or_demo()) / name).num_rows
              for name, ds in SOURCES.items()}
     order = [f"{ds}:{i}" for ds in VERL_ORDER for i in range(sizes[ds])]
     expected = {}
     for step in VERL_STEPS:
-        lines = [json.loads(x) for x in (demo_warehouse.responses_root() / VERL_RUN /
+        lines = [json.loads(x) for x in (demo_tables.responses_root() / VERL_RUN /
                                           f"{step}.jsonl").read_text().splitlines()]
         uids = [order[i // VERL_N] for i in range(len(lines))]
         sources = [u.split(":")[0] for u in uids]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import dagster as dg
 import polars as pl
-import pyarrow.parquet as pq
 
 from dagster_project.defs.resources import (
     BenchlakeSettings,
+    parts_result,
     raw_key,
     started,
     write_and_describe,
@@ -28,7 +28,6 @@ from dagster_project.tables import (
     content_version,
     rows_to_table,
     stored_path,
-    table_files,
     write_table,
 )
 from dagster_project.video_val.frame_plan import FRAME_PLAN_SCHEMA, plan_video
@@ -51,9 +50,11 @@ from dagster_project.video_val.response_parts import (
     sync_parts,
     verl_metric_parts,
 )
-from dagster_project.video_val.responses import ResponseFile
+from dagster_project.video_val.responses import PARSER_VERSION, ResponseFile
 from dagster_project.video_val.schema import SOURCES
+from dagster_project.video_val.scoring import SCORING_VERSION
 from dagster_project.video_val.source import SOURCE_SCHEMA, acquire_val_source
+from dagster_project.video_val.verl_metrics import METRICS_VERSION
 from dagster_project.video_val.videos import VIDEOS_SCHEMA, probe_row
 from dagster_project.warehouse import catalog
 
@@ -242,22 +243,15 @@ RESPONSE_TABLES = ("vv_response_files", "vv_responses", "vv_response_rejects")
 
 def _parts_result(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings, name: str,
                   result: PartsResult) -> dg.MaterializeResult:
-    """Mark table `name`, kept in parts, written, and say what the UI shows: its rows (from the
-    Parquet footers), how many parts, and what this run wrote and removed."""
-    files = table_files(benchlake.settings().home, name)
-    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    mark_written(Path(benchlake.home), name, context.run.run_id, rows)
-    return dg.MaterializeResult(asset_key=raw_key(name), data_version=dg.DataVersion(
-        content_version(Path(benchlake.home), name)), metadata={
-        "dagster/row_count": rows,
-        "path": dg.MetadataValue.path(str(benchlake.table_path(name, "_schema").parent)),
-        "parts": len(files) - 1, "parts_written": len(result.written),
-        "parts_removed": len(result.removed), "rows_written": result.rows_written})
+    return parts_result(context, benchlake, name, parts_written=len(result.written),
+                        parts_removed=len(result.removed), rows_written=result.rows_written)
 
 
 @dg.multi_asset(
     group_name=GROUP,
-    specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"}, deps=[vv_questions])
+    specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"}, deps=[vv_questions],
+                        # the parsed parts are keyed by PARSER_VERSION; the file list by none
+                        code_version=None if name == "vv_response_files" else PARSER_VERSION)
            for name in RESPONSE_TABLES],
 )
 def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
@@ -289,7 +283,7 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
 
 
 @dg.asset(key=raw_key("vv_scored_responses"), group_name=GROUP, kinds={"parquet"},
-          deps=[raw_key("vv_responses"), vv_questions])
+          deps=[raw_key("vv_responses"), vv_questions], code_version=SCORING_VERSION)
 def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Every response scored once, part by part: the letter from the last balanced \\boxed{} in
     the last <answer> block, else lmms-eval 0.7.3's extract_mcq_answer, and the format flag under
@@ -306,7 +300,8 @@ def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeS
 
 
 @dg.asset(key=raw_key("vv_verl_metrics"), group_name=GROUP, kinds={"parquet"},
-          deps=[raw_key("vv_scored_responses"), dg.AssetKey("vv_scoring_policies")])
+          deps=[raw_key("vv_scored_responses"), dg.AssetKey("vv_scoring_policies")],
+          code_version=METRICS_VERSION)
 def vv_verl_metrics(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """verl's validation metrics (as verl 0.9.1's process_validation_metrics computes them) of
     every verl dump in RESPONSES_DIR, once per dump: for the variables verl recorded (`acc`,
