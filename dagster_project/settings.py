@@ -186,11 +186,6 @@ class Settings:
         """What was computed per file identity: digests and probes (`filecache`)."""
         return self.cache_dir / "files.sqlite"
 
-    @property
-    def judgment_parts_dir(self) -> Path:
-        """Each judgment file version, read and checked once (`rynn_vp/judgment_parts.py`)."""
-        return self.cache_dir / "judgment_parts"
-
     def stat_cache(self, kind: str) -> Path:
         """The drop folders' stat caches are now the one file-identity cache, whatever `kind`:
         kept for the drop-folder sensors' calls (`file_cache` is the name to use)."""

@@ -53,13 +53,14 @@ from dagster_project.rynn_vp.ingest import (
     probe_case,
     read_case,
 )
-from dagster_project.rynn_vp.judgment_parts import sync_parts
-from dagster_project.rynn_vp.judgment_records import (
-    CandidateInfo,
-    CaseInfo,
-    EvalContext,
-    SourceFile,
+from dagster_project.rynn_vp.judgment_parts import (
+    CHECKS_VERSION,
+    CONTEXT_INPUTS,
+    eval_context,
+    judgment_store,
+    sync_parts,
 )
+from dagster_project.rynn_vp.judgment_records import SourceFile
 from dagster_project.rynn_vp.judgments import JUDGMENT_TABLES, ingest
 from dagster_project.rynn_vp.packets import (
     PACKET_INPUTS,
@@ -72,7 +73,6 @@ from dagster_project.rynn_vp.snapshot import SNAPSHOT_SCHEMA, acquire_snapshot, 
 from dagster_project.status import mark_written
 from dagster_project.tables import (
     Reject,
-    connect_raw,
     content_version,
     read_table,
     rejects_table,
@@ -415,47 +415,15 @@ def rvp_gt_fingerprints(context: dg.AssetExecutionContext, benchlake: BenchlakeS
                               prompt_version=prompts.version, prompt_source=prompts.source)
 
 
-_CONTEXT_INPUTS = ("rvp_cases", "rvp_intervals", "rvp_candidates", "rvp_evidence_frames",
-                   "rvp_storyboards", "rvp_gt_fingerprints")
-
-
-def _context(benchlake: BenchlakeSettings) -> EvalContext:
-    """What a judgment is checked against: the raw tables it names."""
-    con = connect_raw(benchlake.settings().home, _CONTEXT_INPUTS)
-    cases = {}
-    for case_id, plan in con.execute("SELECT case_id, has_explicit_plan FROM raw.rvp_cases"
-                                     ).fetchall():
-        cases[case_id] = [plan, set()]
-    for case_id, interval in con.execute("SELECT case_id, \"interval\" FROM raw.rvp_intervals"
-                                         ).fetchall():
-        cases[case_id][1].add(interval)
-    candidates = {
-        (s, c): CandidateInfo(m, frozenset(steps or []))
-        for s, c, m, steps in con.execute(
-            "SELECT system, case_id, modality, step_ids FROM raw.rvp_candidates").fetchall()}
-    evidence: dict[str, set[str]] = {}
-    for ev, eid in con.execute("SELECT evaluation_id, evidence_id FROM raw.rvp_evidence_frames "
-                               "UNION ALL SELECT evaluation_id, evaluation_id || '#SB' || "
-                               "storyboard_no FROM raw.rvp_storyboards").fetchall():
-        evidence.setdefault(ev, set()).add(eid)
-    prints = dict(con.execute("SELECT case_id, fingerprint FROM raw.rvp_gt_fingerprints"
-                              ).fetchall())
-    return EvalContext(
-        systems=frozenset(s for s, _ in candidates),
-        cases={c: CaseInfo(bool(p), frozenset(i)) for c, (p, i) in cases.items()},
-        candidates=candidates,
-        evidence_ids={k: frozenset(v) for k, v in evidence.items()},
-        gt_fingerprints=prints,
-    )
-
-
 JUDGMENT_RECORD_TABLES = {"rvp_judgment_files": VERSIONS_SCHEMA, **JUDGMENT_TABLES}
 
 
 @dg.multi_asset(
     group_name=GROUP,
     specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"},
-                        deps=[raw_key(t) for t in _CONTEXT_INPUTS])
+                        deps=[raw_key(t) for t in CONTEXT_INPUTS],
+                        # what is replayed from the checked parts follows their version
+                        code_version=None if name == "rvp_judgment_files" else CHECKS_VERSION)
            for name in JUDGMENT_RECORD_TABLES],
 )
 def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
@@ -473,8 +441,8 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
                                 benchlake.table_path("rvp_judgment_files"), s.home, s.file_cache)
     files = [SourceFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
              for v in versions_of(versions, root)]
-    ctx = _context(benchlake)
-    parts, written = sync_parts(s.judgment_parts_dir, files, ctx)
+    ctx = eval_context(s.home)
+    parts, written = sync_parts(judgment_store(s.cache_dir), files, ctx)
     context.log.info(f"{len(written)} file versions read and checked, "
                      f"{len(files) - len(written)} replayed from their parts")
     result = ingest(files, ctx, parts)
