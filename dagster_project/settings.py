@@ -192,10 +192,6 @@ class Settings:
         return self.file_cache
 
     @property
-    def evidence_dir(self) -> Path:
-        return self.home / "evidence"
-
-    @property
     def frames_dir(self) -> Path:
         return self.home / "frames"
 
