@@ -177,8 +177,8 @@ class Settings:
 
     @property
     def cache_dir(self) -> Path:
-        """State that only saves work (the file-identity cache, the checked judgment parts):
-        never data, safe to delete."""
+        """State that only saves work (the file-identity cache, the checked judgment parts,
+        the judge packets' parts): never data, safe to delete."""
         return self.home / "cache"
 
     @property

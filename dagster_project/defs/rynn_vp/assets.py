@@ -60,10 +60,10 @@ from dagster_project.rynn_vp.judgment_records import SourceFile
 from dagster_project.rynn_vp.judgments import JUDGMENT_TABLES, ingest
 from dagster_project.rynn_vp.packets import (
     PACKET_INPUTS,
-    PACKETS_SCHEMA,
-    build_packets,
-    kept_packets,
+    PACKETS_VERSION,
     load_prompts,
+    packet_store,
+    sync_packets,
 )
 from dagster_project.rynn_vp.snapshot import SNAPSHOT_SCHEMA, acquire_snapshot, snapshot_root
 from dagster_project.tables import Reject, rejects_table, rows_to_table, write_table
@@ -346,19 +346,18 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
 
 
 @dg.asset(key=raw_key("rvp_judge_packets"), group_name=GROUP, kinds={"parquet", "json"},
-          deps=[raw_key(t) for t in PACKET_INPUTS])
+          deps=[raw_key(t) for t in PACKET_INPUTS], code_version=PACKETS_VERSION)
 def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """One packet per (system, case, role) for the five candidate roles, and one GT compilation
-    packet per case: JSON plus the evidence files it names, under `$BENCHLAKE_HOME/packets/`."""
+    packet per case: JSON plus the evidence files it names, under `$BENCHLAKE_HOME/packets/`.
+    Each evaluation's packets (and each case's GT packet) are built once per key of what they
+    are made of (`packets.sync_packets`)."""
     started(context, benchlake)
     s = benchlake.settings()
-    root = snapshot_root(s.home)[0]
-    fingerprint, kept = kept_packets(s.home, s.packets_dir, root,
-                                     benchlake.table_path("rvp_judge_packets"))
-    if kept is not None:
-        return write_and_describe(context, benchlake, "rvp_judge_packets", kept, rebuilt=False,
-                                  packets_dir=dg.MetadataValue.path(str(s.packets_dir)))
-    rows = build_packets(s.home, s.packets_dir, root, fingerprint=fingerprint)
-    return write_and_describe(context, benchlake,
-        "rvp_judge_packets", rows_to_table(rows, PACKETS_SCHEMA),
-                              rebuilt=True, packets_dir=dg.MetadataValue.path(str(s.packets_dir)))
+    result = sync_packets(s.home, s.packets_dir, snapshot_root(s.home)[0],
+                          packet_store(s.cache_dir))
+    context.log.info(f"judge packets: {len(result.built)} units built, "
+                     f"{len(result.removed)} removed")
+    return write_and_describe(context, benchlake, "rvp_judge_packets", result.table,
+                              units_built=len(result.built),
+                              packets_dir=dg.MetadataValue.path(str(s.packets_dir)))
