@@ -121,8 +121,11 @@ class FileCache:
 
 def _holding(found: list[tuple], version: str, files: Mapping[str, Identity]
              ) -> dict[str, Any]:
-    return {p: json.loads(value) for p, ver, size, mtime, inode, value in found
-            if ver == version and files.get(p) == (size, mtime, inode)}
+    hits = [(p, value) for p, ver, size, mtime, inode, value in found
+            if ver == version and files.get(p) == (size, mtime, inode)]
+    # one JSON document for all the values: a folder of 60,000 files decodes in one call
+    values = json.loads("[" + ",".join(value for _, value in hits) + "]")
+    return {p: v for (p, _), v in zip(hits, values, strict=True)}
 
 
 def _retry(op: Callable[[], T]) -> T:
