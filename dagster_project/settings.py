@@ -192,10 +192,6 @@ class Settings:
         return self.file_cache
 
     @property
-    def frames_dir(self) -> Path:
-        return self.home / "frames"
-
-    @property
     def video_val_demo_dir(self) -> Path:
         return self.demo_dir / "video-val"
 

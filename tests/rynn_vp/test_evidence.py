@@ -1,7 +1,7 @@
 """Rynn-VP evidence per evaluation: the card's policy, provenance, bad candidates (each with a
 clear reason, other cases go on), and each case's part built once per key: a rerun with nothing
 changed decodes nothing and writes nothing, one changed candidate rebuilds exactly its case's
-parts (decoding only its evaluation)."""
+parts (decoding only its evaluation). The val frames likewise, one part per planned video."""
 
 from __future__ import annotations
 
@@ -266,3 +266,38 @@ def test_only_changed_evaluations_are_extracted_again(demo_tables, demo_inputs, 
     shutil.rmtree(home / "evidence")
     assert materialize(settings, select, checks=False).success
     assert _tables(home) == incremental
+
+
+def _frame_stamps(home: Path) -> dict[str, int]:
+    roots = [home / "frames", home / "tables" / "raw" / "vv_frames"]
+    return {p.relative_to(home).as_posix(): p.stat().st_mtime_ns
+            for root in roots for p in root.rglob("*") if p.is_file()}
+
+
+def test_val_frames_are_decoded_once_per_video(demo_tables, tmp_path):
+    settings = copy_home(demo_tables, tmp_path / "home")
+    home = settings.home
+    select = "key:raw_vv_videos or key:raw_vv_frame_plan or key:raw_vv_frames"
+    first = _frame_stamps(home)
+    outcome = materialize(settings, select, checks=False)
+    assert outcome.success
+    assert _frame_stamps(home) == first  # the parts are named alike in a copied home
+    assert _metadata(outcome, "raw_vv_frames")["parts_written"] == 0
+    # one video with other bytes (the same frames): exactly its part and images again
+    con = connect_raw(home, ["vv_frame_plan"])
+    [(video,)] = con.execute("SELECT min(video_path) FROM raw.vv_frame_plan WHERE error IS NULL"
+                             ).fetchall()
+    path = Path(video)
+    assert path.is_relative_to(home)
+    path.write_bytes(path.read_bytes() + b"\0" * 16)  # trailing bytes: still the same video
+    outcome = materialize(settings, select, checks=False)
+    assert outcome.success
+    meta = _metadata(outcome, "raw_vv_frames")
+    assert (meta["parts_written"], meta["parts_removed"]) == (1, 1)
+    after = _frame_stamps(home)
+    new = {p for p in after if after[p] != first.get(p)}
+    gone = {p for p in first if p not in after}
+    stem = Path(video).stem
+    assert [p for p in new if p.startswith("tables/")] and all(
+        f".{stem}." in p for p in new | gone)
+    assert len([p for p in gone if p.startswith("tables/")]) == 1

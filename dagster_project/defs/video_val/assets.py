@@ -7,8 +7,7 @@ Each asset `raw_<table>` writes `tables/raw/<table>.parquet`; the logic lives in
 The source parquets are only read, never modified: the remapped paths are new columns.
 """
 
-import os
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dagster as dg
@@ -22,16 +21,9 @@ from dagster_project.defs.resources import (
     write_and_describe,
 )
 from dagster_project.dropfolder import VERSIONS_SCHEMA, archive_versions, versions_of
-from dagster_project.status import mark_written
-from dagster_project.tables import (
-    connect_raw,
-    content_version,
-    rows_to_table,
-    stored_path,
-    write_table,
-)
+from dagster_project.tables import rows_to_table, write_table
 from dagster_project.video_val.frame_plan import FRAME_PLAN_SCHEMA, plan_video
-from dagster_project.video_val.frames import VV_FRAMES_SCHEMA, extract_video
+from dagster_project.video_val.frames import FRAMES_VERSION, sync_frames
 from dagster_project.video_val.read import (
     QUESTIONS_SCHEMA,
     VAL_REJECTS_SCHEMA,
@@ -192,43 +184,16 @@ def vv_frame_plan(context: dg.AssetExecutionContext, config: FramePlanConfig,
 
 
 @dg.asset(key=raw_key("vv_frames"), group_name=GROUP, kinds={"parquet"},
-          deps=[vv_frame_plan, vv_questions])
+          deps=[vv_frame_plan, vv_questions], code_version=FRAMES_VERSION)
 def vv_frames(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
-    """The planned frames of every planned video, at the planned size: one part per
-    data_source, the videos fanned out over two processes."""
+    """The planned frames of every planned video, at the planned size: one part per planned
+    video keyed by the video's content and its plan (`video_val/frames.py`), so an unchanged
+    video is never decoded again; the videos to decode fanned out over two processes."""
     started(context, benchlake)
     s = benchlake.settings()
-    con = connect_raw(s.home, ["vv_frame_plan", "vv_questions"])
-    plans = con.execute("""
-        SELECT DISTINCT q.data_source, p.video_path, p.frame_indices, p.resized_width,
-               p.resized_height, p.patch_size
-        FROM raw.vv_frame_plan p JOIN raw.vv_questions q
-          ON q.video_path = p.video_path AND q.fps IS NOT DISTINCT FROM p.fps
-         AND q.max_frames IS NOT DISTINCT FROM p.max_frames
-         AND q.min_pixels IS NOT DISTINCT FROM p.min_pixels
-         AND q.max_pixels IS NOT DISTINCT FROM p.max_pixels
-        WHERE p.error IS NULL
-        ORDER BY 1, 2, 4, 5""").fetchall()
-    # the stored (home-relative) path names the frame folder: the same in every home
-    jobs = [(source, path, stored_path(path, s.home) or path, list(idx), w, h, patch,
-             str(s.frames_dir / "vv" / source)) for source, path, idx, w, h, patch in plans]
-    rows: dict[str, list[dict]] = {source: [] for source in SOURCES.values()}
-    with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
-        for n, video_rows in enumerate(pool.map(extract_video, jobs), 1):
-            for row in video_rows:
-                rows[row["data_source"]].append(row)
-            if n % 50 == 0 or n == len(jobs):
-                context.log.info(f"val frames: {n}/{len(jobs)} videos")
-    for source, source_rows in rows.items():
-        write_table(rows_to_table(source_rows, VV_FRAMES_SCHEMA),
-                    benchlake.table_path("vv_frames", source), home=s.home)
-    total = sum(len(r) for r in rows.values())
-    mark_written(s.home, "vv_frames", context.run.run_id, total)
-    return dg.MaterializeResult(metadata={
-        "dagster/row_count": total, "videos": len(jobs),
-        **{f"frames/{k}": len(v) for k, v in rows.items()},
-        "path": dg.MetadataValue.path(str(benchlake.table_path("vv_frames", "_").parent))},
-        data_version=dg.DataVersion(content_version(s.home, "vv_frames")))
+    result = sync_frames(s.home, s.file_cache, context.log.info)
+    return parts_result(context, benchlake, "vv_frames", videos=result.videos,
+                        parts_written=len(result.decoded), parts_removed=len(result.removed))
 
 
 # Refused and noted val rows, one part per stage that read them (`tables/raw/vv_rejects/`).
