@@ -113,7 +113,12 @@ class PartStore:
         """The rows of every part, from the Parquet footers."""
         return sum(pq.ParquetFile(self.path(k)).metadata.num_rows for k in self.all_keys())
 
+    def load(self, key: str) -> pa.Table:
+        """Part `key` as stored (paths relative to the home). A plain file read: a fraction
+        of `pq.read_table`'s cost on the small parts a run reads by the thousand."""
+        return pq.ParquetFile(self.path(key)).read()
+
     def read(self, keys: Sequence[str], schema: pa.Schema) -> pa.Table:
-        """The parts `keys`, in that order, as one table of `schema` (stored paths as stored)."""
-        tables = [pq.read_table(self.path(k), schema=schema) for k in keys]
+        """The parts `keys`, in that order, as one table of `schema` (paths as stored)."""
+        tables = [self.load(k) for k in keys]
         return pa.concat_tables(tables) if tables else schema.empty_table()

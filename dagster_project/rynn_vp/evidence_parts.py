@@ -75,14 +75,18 @@ def case_inputs(home: Path, case_ids: list[str]) -> list[CaseInputs]:
     media = {r["case_id"]: (r["first_frame_s"], r["last_frame_s"])
              for r in raw("rvp_media") if r["ok"]}
     cand = raw("rvp_candidates")
+    cur = con.execute("SELECT case_id, ordinal, \"interval\", end_s, label, is_done_label "
+                      "FROM rvp_intervals ORDER BY case_id, ordinal")  # one query, not one a case
+    cols = [d[0] for d in cur.description]
+    intervals_of: dict[str, list[dict[str, Any]]] = {}
+    for row in cur.fetchall():
+        record = dict(zip(cols, row, strict=True))
+        intervals_of.setdefault(record.pop("case_id"), []).append(record)
     out = []
     for case_id in case_ids:
         if case_id not in media:
             continue  # not an accepted case with media (metadata-only snapshot, or rejected)
-        cur = con.execute("SELECT ordinal, \"interval\", end_s, label, is_done_label "
-                          "FROM rvp_intervals WHERE case_id = ? ORDER BY ordinal", [case_id])
-        cols = [d[0] for d in cur.description]
-        intervals = [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+        intervals = intervals_of.get(case_id, [])
         rel = f"cases/{case_id}"
         out.append(CaseInputs(
             case_id=case_id, initial_png=str(root / rel / "initial.png"),
@@ -106,9 +110,9 @@ def _unchanged(stores: dict[str, PartStore], key: str, home: Path) -> bool:
     if not all(s.has(key) for s in stores.values()):
         return False
     images = [p for name in ("rvp_evidence_frames", "rvp_storyboards")
-              for p in pq.read_table(stores[name].path(key), columns=["image_path"])
+              for p in pq.ParquetFile(stores[name].path(key)).read(columns=["image_path"])
               .column(0).to_pylist()]
-    return all(Path(resolved_path(p, home) or "").is_file() for p in images)
+    return all(os.path.isfile(resolved_path(p, home) or "") for p in images)
 
 
 def _previous(stores: dict[str, PartStore], case_id: str, home: Path) -> dict[str, dict]:

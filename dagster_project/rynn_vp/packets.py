@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dagster_project.dropfolder import file_sha256
 from dagster_project.parts import PartStore, digest
@@ -190,8 +189,10 @@ class _Unit:
 
 
 def _as_stored(rows: list[dict[str, Any]], home: Path) -> list[dict[str, Any]]:
-    """Rows with their path columns as stored (relative to the home): keys the same anywhere."""
-    return [{k: stored_path(v, home) if k.endswith("path") and isinstance(v, str) else v
+    """Rows with their path columns as stored (relative to the home): keys the same anywhere.
+    (`tables.stored_path` by prefix: the paths come from `connect_raw`, `<home>/<stored>`.)"""
+    prefix = f"{home}/"
+    return [{k: v.removeprefix(prefix) if k.endswith("path") and isinstance(v, str) else v
              for k, v in r.items()} for r in rows]
 
 
@@ -342,20 +343,20 @@ def sync_packets(home: Path, packets_dir: Path, snapshot_root: Path | None,
                  store: PartStore) -> PacketsResult:
     """Every packet unit built once per key: a unit whose part is there and whose packet files
     all exist is not built again; one changed evaluation builds only its five packets."""
-    units = _units(home, packets_dir, snapshot_root)
-    keys, built = [], []
-    for unit in units:
+    keys, built, tables = [], [], []
+    for unit in _units(home, packets_dir, snapshot_root):
         key = store.key(unit.label, unit.inputs)
         keys.append(key)
-        if store.has(key) and all(
-                Path(resolved_path(p, home) or "").is_file()
-                for p in pq.read_table(store.path(key), columns=["packet_path"])
-                .column(0).to_pylist()):
-            continue
-        store.write(key, rows_to_table(unit.write(), PACKETS_SCHEMA), home=home)
-        built.append(key)
+        table = store.load(key) if store.has(key) else None
+        if table is None or not all(Path(resolved_path(p, home) or "").is_file()
+                                    for p in table.column("packet_path").to_pylist()):
+            store.write(key, rows_to_table(unit.write(), PACKETS_SCHEMA), home=home)
+            built.append(key)
+            table = store.load(key)
+        tables.append(table)
     removed = store.keep(keys)
-    return PacketsResult(store.read(keys, PACKETS_SCHEMA), built, removed)
+    table = pa.concat_tables(tables) if tables else PACKETS_SCHEMA.empty_table()
+    return PacketsResult(table, built, removed)
 
 
 # raw_rvp_judge_packets: one row per packet written

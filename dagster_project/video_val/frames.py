@@ -127,8 +127,8 @@ def _digest(path: str, file_cache: Path | None) -> str | None:
 def _unchanged(store: PartStore, key: str, home: Path) -> bool:
     if not store.has(key):
         return False
-    images = pq.read_table(store.path(key), columns=["image_path"]).column(0).to_pylist()
-    return all(Path(resolved_path(p, home) or "").is_file() for p in images if p is not None)
+    images = pq.ParquetFile(store.path(key)).read(columns=["image_path"]).column(0).to_pylist()
+    return all(os.path.isfile(resolved_path(p, home) or "") for p in images if p is not None)
 
 
 def sync_frames(home: Path, file_cache: Path | None,
