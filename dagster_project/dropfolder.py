@@ -20,7 +20,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from dagster_project.tables import atomic_write_bytes, raw_schema, read_table, temp_beside
+from dagster_project.filecache import DIGEST_KIND, DIGEST_VERSION, FileCache, Identity
+from dagster_project.tables import raw_schema, read_table, temp_beside
 
 
 def file_sha256(path: Path) -> str:
@@ -32,36 +33,52 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _files(root: Path) -> list[tuple[str, os.stat_result]]:
+    """(relative path, stat) of every file under `root`, hidden ones and hidden folders left
+    out, sorted; one stat per file (folder symlinks are not followed, as `rglob` does not)."""
+    out = []
+    stack = [(root, "")]
+    while stack:
+        folder, rel = stack.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                name = f"{rel}{entry.name}"
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((Path(entry.path), f"{name}/"))
+                elif entry.is_file():
+                    out.append((name, entry.stat()))
+    return sorted(out, key=lambda item: item[0])
+
+
 def scan_drop_folder(root: Path, stat_cache: Path | None = None,
                      digest: Callable[[Path], str] = file_sha256) -> dict[str, str]:
     """{relative path: sha256} of every file under a drop folder (hidden files ignored). Every
     file is listed, whatever its suffix: the readers reject the ones they cannot read, visibly.
 
-    With `stat_cache` (a JSON file, `Settings.stat_cache`), a file whose size, mtime and inode
-    are those recorded with its digest is not read again: a campaign folder of many GB is
-    hashed once, and each later scan (every sensor tick, every run) only stats it. `digest`
-    computes the sha256 of a file the cache does not know (archiving copies and hashes in one
-    pass)."""
-    cache: dict[str, list] = {}
-    if stat_cache is not None and stat_cache.exists():
-        try:
-            cache = json.loads(stat_cache.read_text())
-        except ValueError:  # a damaged cache only costs a re-hash
-            cache = {}
-    found, fresh = {}, {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if any(part.startswith(".") for part in rel.split("/")) or not path.is_file():
-            continue
-        st = path.stat()
-        key, stamp = f"{root}/{rel}", [st.st_size, st.st_mtime_ns, st.st_ino]
-        hit = cache.get(key)
-        sha = hit[3] if hit is not None and hit[:3] == stamp else digest(path)
-        found[rel], fresh[key] = sha, [*stamp, sha]
-    if stat_cache is not None:
-        kept = {k: v for k, v in cache.items() if not k.startswith(f"{root}/")}
-        if {**kept, **fresh} != cache:
-            atomic_write_bytes(stat_cache, json.dumps({**kept, **fresh}, sort_keys=True).encode())
+    With `stat_cache` (the file-identity cache, `Settings.file_cache`), a file whose size,
+    mtime and inode are those recorded with its digest is not read again: a campaign folder of
+    many GB, or of 60,000 one-record files, is hashed once, and each later scan (every sensor
+    tick, every run) only stats it and makes one query. `digest` computes the sha256 of a file
+    the cache does not know (archiving copies and hashes in one pass)."""
+    files = _files(root)
+    base = os.path.abspath(root)
+    absolute = {rel: f"{base}/{rel}" for rel, _ in files}
+    idents = {absolute[rel]: Identity.of(st) for rel, st in files}
+    cache = FileCache(stat_cache) if stat_cache is not None else None
+    known, gone = (cache.lookup_under(DIGEST_KIND, DIGEST_VERSION, base, idents)
+                   if cache is not None else ({}, []))
+    found, fresh = {}, []
+    for rel, _ in files:
+        path = absolute[rel]
+        sha = known.get(path)
+        if sha is None:
+            sha = digest(root / rel)
+            fresh.append((path, idents[path], sha))
+        found[rel] = sha
+    if cache is not None:  # an unchanged folder writes nothing
+        cache.store(DIGEST_KIND, DIGEST_VERSION, fresh, forget=gone)
     return found
 
 

@@ -177,27 +177,19 @@ class Settings:
 
     @property
     def cache_dir(self) -> Path:
-        """State that only saves work (the drop folders' stat caches, the checked judgment
-        parts): never data, safe to delete."""
+        """State that only saves work (the file-identity cache, the checked judgment parts,
+        the judge packets' parts): never data, safe to delete."""
         return self.home / "cache"
 
     @property
-    def judgment_parts_dir(self) -> Path:
-        """Each judgment file version, read and checked once (`rynn_vp/judgment_parts.py`)."""
-        return self.cache_dir / "judgment_parts"
+    def file_cache(self) -> Path:
+        """What was computed per file identity: digests and probes (`filecache`)."""
+        return self.cache_dir / "files.sqlite"
 
     def stat_cache(self, kind: str) -> Path:
-        """The stat cache of drop folder `kind` (judgments, responses): see
-        `dropfolder.scan_drop_folder`."""
-        return self.cache_dir / f"{kind}_stat_cache.json"
-
-    @property
-    def evidence_dir(self) -> Path:
-        return self.home / "evidence"
-
-    @property
-    def frames_dir(self) -> Path:
-        return self.home / "frames"
+        """The drop folders' stat caches are now the one file-identity cache, whatever `kind`:
+        kept for the drop-folder sensors' calls (`file_cache` is the name to use)."""
+        return self.file_cache
 
     @property
     def video_val_demo_dir(self) -> Path:

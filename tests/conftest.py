@@ -98,6 +98,12 @@ def dbt_views(sql_dir: Path, home: Path, workdir: Path) -> Any:
     return con
 
 
+def copy_home(settings: Settings, dest: Path, **overrides: str) -> Settings:
+    """A private, writable copy of a warehouse (without its Dagster history)."""
+    shutil.copytree(settings.home, dest, ignore=shutil.ignore_patterns("dagster", ".built"))
+    return settings_for(dest, **overrides)
+
+
 @pytest.fixture
 def rynn_vp_copy(demo_inputs: Settings, tmp_path: Path) -> Path:
     """A private, writable copy of the demo Rynn-VP snapshot."""

@@ -1,13 +1,21 @@
-"""Drop folders: every file hashed once (the stat cache), copied into the archive and hashed in
-the same read, versions never overwritten."""
+"""Drop folders: every file hashed once (the file-identity cache), copied into the archive and
+hashed in the same read, versions never overwritten; an unchanged folder of many files is only
+stat'ed."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import sqlite3
 from pathlib import Path
 
-from dagster_project.dropfolder import archive_versions, file_sha256, scan_drop_folder
+from dagster_project.dropfolder import (
+    archive_versions,
+    changed_files,
+    file_sha256,
+    scan_drop_folder,
+)
 
 
 def _counting(calls: list[str]):
@@ -18,8 +26,8 @@ def _counting(calls: list[str]):
     return digest
 
 
-def test_the_stat_cache_hashes_each_file_once(tmp_path):
-    root, cache = tmp_path / "drop", tmp_path / "cache" / "stat.json"
+def test_the_file_cache_hashes_each_file_once(tmp_path):
+    root, cache = tmp_path / "drop", tmp_path / "cache" / "files.sqlite"
     (root / "run").mkdir(parents=True)
     (root / "run" / "a.jsonl").write_text("a\n")
     (root / "b.jsonl").write_text("b\n")
@@ -37,15 +45,41 @@ def test_the_stat_cache_hashes_each_file_once(tmp_path):
     os.utime(root / "b.jsonl", ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     again = scan_drop_folder(root, cache, _counting(calls))
     assert calls == ["b.jsonl"] and again["b.jsonl"] == hashlib.sha256(b"changed\n").hexdigest()
-    cache.write_text("{not json")  # a damaged cache costs a re-hash, never a wrong digest
-    assert scan_drop_folder(root, cache) == again
+    (root / "run" / "a.jsonl").unlink()  # a file gone: its entry is forgotten
+    assert scan_drop_folder(root, cache, _counting(calls)) == {"b.jsonl": again["b.jsonl"]}
+    with sqlite3.connect(cache) as con:
+        assert [p for (p,) in con.execute("SELECT path FROM entries")] == [
+            f"{root}/b.jsonl"]
+    cache.write_bytes(b"damaged" * 100)  # a damaged cache costs a re-hash, never a wrong digest
+    assert scan_drop_folder(root, cache) == {"b.jsonl": again["b.jsonl"]}
+
+
+def test_an_unchanged_folder_of_many_files_is_not_read_nor_written(tmp_path):
+    """What a sensor tick does every 30 s on a folder of one-record files: stat them, one
+    query; no file read, nothing written to the cache."""
+    root, cache = tmp_path / "drop", tmp_path / "cache" / "files.sqlite"
+    for i in range(3000):
+        folder = root / f"run{i % 7}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{i:05d}.json").write_text(f'{{"i": {i}}}\n')
+    calls: list[str] = []
+    first = scan_drop_folder(root, cache, _counting(calls))
+    assert len(first) == len(calls) == 3000
+    # the database and its write-ahead log (the shared-memory index changes on reads too)
+    written = [cache, cache.with_name(cache.name + "-wal")]
+    stamps = [p.stat().st_mtime_ns if p.exists() else None for p in written]
+    calls.clear()
+    assert changed_files(root, json.dumps(first), cache)[0] == []
+    assert scan_drop_folder(root, cache, _counting(calls)) == first
+    assert calls == []
+    assert [p.stat().st_mtime_ns if p.exists() else None for p in written] == stamps
 
 
 def test_archiving_copies_each_version_once(tmp_path):
     root, archive, home = tmp_path / "drop", tmp_path / "home" / "archive", tmp_path / "home"
     root.mkdir()
     (root / "r.jsonl").write_text("one\n")
-    cache = home / "cache" / "stat.json"
+    cache = home / "cache" / "files.sqlite"
     versions = archive_versions(archive, root, home / "manifest.parquet", home, cache)
     [v] = versions
     assert Path(v["archived_path"]).read_text() == "one\n"

@@ -12,12 +12,20 @@ from typing import Any, Literal
 
 import dagster as dg
 import pyarrow as pa
+import pyarrow.parquet as pq
 from dagster_dbt import DbtCliResource
 from packaging import version
 
+from dagster_project.parts import SCHEMA_PART
 from dagster_project.settings import Settings
 from dagster_project.status import mark_started, mark_written
-from dagster_project.tables import content_version, read_table, table_path, write_table
+from dagster_project.tables import (
+    content_version,
+    read_table,
+    table_files,
+    table_path,
+    write_table,
+)
 from dagster_project.warehouse.previews import markdown_preview
 from dagster_project.warehouse.project import DBT_PROJECT, dbt_executable
 
@@ -94,6 +102,22 @@ def write_and_describe(
                                 data_version=dg.DataVersion(content_version(home, name)))
 
 
+def parts_result(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings, name: str,
+                 **extra: object) -> dg.MaterializeResult:
+    """Mark raw table `name`, kept in parts (`parts.PartStore`), written, and say what the UI
+    shows: its rows (from the Parquet footers), its parts, and `extra` (what this run built and
+    removed). Its data version is `content_version`: part names and sizes."""
+    home = Path(benchlake.home)
+    files = [f for f in table_files(home, name) if f.stem != SCHEMA_PART]
+    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    mark_written(home, name, context.run.run_id, rows)
+    return dg.MaterializeResult(
+        asset_key=raw_key(name), data_version=dg.DataVersion(content_version(home, name)),
+        metadata={"dagster/row_count": rows, "parts": len(files),
+                  "path": dg.MetadataValue.path(str(benchlake.table_path(name, "_").parent)),
+                  **extra})
+
+
 def drop_folder_sensor_result(
     source: dg.AssetKey, root: Path, cursor: str | None, setting: str, home: Path,
     versions_table: str, stat_cache: Path) -> dg.SensorResult | dg.SkipReason:
@@ -103,7 +127,8 @@ def drop_folder_sensor_result(
     A sensor without a cursor yet (a new UI, a new Dagster home) starts from what is already
     ingested, the current versions of `root` in the raw versions table `versions_table`, so work
     done by `benchlake materialize` is not launched again. Files are hashed once: the
-    `stat_cache` knows the digest of every file whose size and mtime did not change."""
+    file-identity cache at `stat_cache` (`Settings.file_cache`) knows the digest of every file
+    that did not change."""
     from dagster_project.dropfolder import changed_files, ingested_cursor, listing_version
 
     if not root.is_dir():

@@ -136,10 +136,10 @@ def _seconds(ts: int | None, time_base: Fraction | None) -> float | None:
 PROBE_VERSION = "1"
 
 
-def probe_video_cached(path: str | Path, cache_dir: Path | None) -> VideoProbe:
-    """`probe_video`, remembered per file identity under `cache_dir/probes/` (`filecache`): a
-    file that did not change is not read again."""
-    return remembered(Path(path), cache_dir, "probes", PROBE_VERSION, probe_video,
+def probe_video_cached(path: str | Path, file_cache: Path | None) -> VideoProbe:
+    """`probe_video`, remembered per file identity in `file_cache` (`filecache`): a file that
+    did not change is not read again."""
+    return remembered(Path(path), file_cache, "probes", PROBE_VERSION, probe_video,
                       dataclasses.asdict, lambda d: VideoProbe(**d))
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from PIL import Image, UnidentifiedImageError
 
 from dagster_project.dropfolder import file_sha256
-from dagster_project.filecache import remembered
+from dagster_project.filecache import DIGEST_KIND, DIGEST_VERSION, remembered
 from dagster_project.media.probe import probe_video_cached
 from dagster_project.tables import Reject, raw_schema
 
@@ -42,7 +42,7 @@ class _Scan:
     root: Path
     rows: list[dict[str, Any]]
     rejects: list[Reject]
-    cache_dir: Path | None = None  # where digests and probes of unchanged files are remembered
+    file_cache: Path | None = None  # where digests and probes of unchanged files are remembered
 
     def rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -78,8 +78,9 @@ def _base_row(system: str, case_id: str, modality: str, path: Path) -> dict[str,
 
 def _video_row(scan: _Scan, system: str, case_id: str, video: Path) -> dict[str, Any]:
     row = _base_row(system, case_id, "video", video)
-    row["fingerprint"] = remembered(video, scan.cache_dir, "sha256", "1", file_sha256)
-    probe = probe_video_cached(video, scan.cache_dir)
+    row["fingerprint"] = remembered(video, scan.file_cache, DIGEST_KIND, DIGEST_VERSION,
+                                    file_sha256)
+    probe = probe_video_cached(video, scan.file_cache)
     row.update(
         duration_s=probe.metadata_duration_s,
         # None from the probe means the file did not even open: nothing to decode, so 0.
@@ -199,7 +200,7 @@ def _scan_case(scan: _Scan, system: str, case_dir: Path, known_cases: set[str] |
 
 
 def scan_candidates(
-    root: Path, known_cases: set[str] | None, cache_dir: Path | None = None
+    root: Path, known_cases: set[str] | None, file_cache: Path | None = None
 ) -> tuple[list[dict[str, Any]], list[Reject]]:
     """One row per (system, case_id) under `root` plus the Rejects; both sorted.
 
@@ -210,7 +211,7 @@ def scan_candidates(
     root = Path(root).resolve()
     if not root.is_dir():
         raise FileNotFoundError(f"candidates folder {str(root)!r} does not exist")
-    scan = _Scan(root=root, rows=[], rejects=[], cache_dir=cache_dir)
+    scan = _Scan(root=root, rows=[], rejects=[], file_cache=file_cache)
     for system_dir in _children(root):
         if not system_dir.is_dir():
             _unexpected(scan, system_dir, "at the candidates root", "<system>/ folders")

@@ -162,10 +162,10 @@ def read_case(case_dir: Path, *, media_expected: bool = True) -> CaseRead:
 MEDIA_SCHEMA = raw_schema("rvp_media")
 
 
-def probe_case(case_dir: Path, cache_dir: Path | None = None
+def probe_case(case_dir: Path, file_cache: Path | None = None
                ) -> tuple[dict | None, list[Reject]]:
-    """The rvp_media row of a case (its GT video probed, remembered per file identity under
-    `cache_dir`: an unchanged gt.mp4 is not read again) and its rejects."""
+    """The rvp_media row of a case (its GT video probed, remembered per file identity in
+    `file_cache`: an unchanged gt.mp4 is not read again) and its rejects."""
     case_id = case_dir.name
     rel = f"cases/{case_id}"
     video, image = case_dir / "gt.mp4", case_dir / "initial.png"
@@ -174,7 +174,7 @@ def probe_case(case_dir: Path, cache_dir: Path | None = None
     rejects: list[Reject] = []
     row: dict = {"case_id": case_id, "source_file": f"{rel}/gt.mp4", "ok": False}
     if video.exists():
-        probe = probe_video_cached(video, cache_dir)
+        probe = probe_video_cached(video, file_cache)
         row.update({
             "ok": probe.ok, "error": probe.error, "codec": probe.codec, "width": probe.width,
             "height": probe.height, "fps": probe.fps, "duration_s": probe.metadata_duration_s,

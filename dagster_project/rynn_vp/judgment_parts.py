@@ -1,20 +1,22 @@
 """Judgment files at campaign scale: each file version read and checked once.
 
 A file version of JUDGMENTS_DIR is read (strict JSON, streamed) and each of its records checked
-against the context (`judgment_records.judgment_reasons` / `gt_reasons`) once, into a part under
-`$BENCHLAKE_HOME/cache/judgment_parts/`: per record its line, raw text, the value (canonical
-JSON), its digest, the reasons it cannot be accepted, and what tells a repeat from a rewrite.
-`judgments.ingest` then replays the parts in file order for what depends on more than one record
-(repeats, conflicts, the final attempt): no file is parsed or validated again. A part is named by
-the version and a fingerprint of the context (systems, cases, candidates, evidence ids, GT
-fingerprints) and of `CHECKS_VERSION`, so new candidates or evidence check every record again.
+against the context (`judgment_records.judgment_reasons` / `gt_reasons`) once, into a part
+(`parts.PartStore`): per record its line, raw text, the value (canonical JSON), its digest, the
+reasons it cannot be accepted, and what tells a repeat from a rewrite. `judgments.ingest` then
+replays the parts in file order for what depends on more than one record (repeats, conflicts,
+the final attempt): no file is parsed or validated again. A part is keyed by the version, a
+fingerprint of the context (systems, cases, candidates, evidence ids, GT fingerprints) and
+`CHECKS_VERSION`, so new candidates or evidence check every record again.
+
+The parts live under `$BENCHLAKE_HOME/cache/judgment_parts/`, not under `tables/`: no view reads
+them (the judgment tables are what `ingest` makes of them), they only save reading and checking
+again, so deleting them costs exactly that.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +24,10 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from dagster_project.parts import PartStore, digest
 from dagster_project.rynn_vp.judgment_records import (
+    CandidateInfo,
+    CaseInfo,
     EvalContext,
     SourceFile,
     _read,
@@ -32,7 +37,7 @@ from dagster_project.rynn_vp.judgment_records import (
     gt_reasons,
     judgment_reasons,
 )
-from dagster_project.tables import streaming_parquet
+from dagster_project.tables import connect_raw
 
 # Bump when a rule of judgment_records changes: every part is checked again.
 CHECKS_VERSION = "1"
@@ -66,14 +71,17 @@ def context_fingerprint(ctx: EvalContext) -> str:
             return norm(vars(value))
         return value
 
-    payload = [CHECKS_VERSION, norm(vars(ctx))]
-    return hashlib.sha256(json.dumps(payload, default=repr).encode()).hexdigest()
+    return digest(norm(vars(ctx)))
 
 
-def part_name(sf: SourceFile, ctx_fingerprint: str) -> str:
-    key = f"{sf.source_file}\0{sf.version}\0{sf.sha256}\0{ctx_fingerprint}"
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", sf.source_file)[-80:]
-    return f"{stem}.v{sf.version}.{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+def judgment_store(cache_dir: Path) -> PartStore:
+    """Where the checked parts of judgment file versions are kept (see the module notes)."""
+    return PartStore(cache_dir / "judgment_parts", CHECKS_VERSION)
+
+
+def part_key(store: PartStore, sf: SourceFile, ctx_fingerprint: str) -> str:
+    return store.key(f"{sf.source_file}.v{sf.version}", sf.source_file, sf.version, sf.sha256,
+                     ctx_fingerprint)
 
 
 def check(rec: _Record, ctx: EvalContext, owner_of) -> Checked:
@@ -88,10 +96,10 @@ def check(rec: _Record, ctx: EvalContext, owner_of) -> Checked:
                    canonical_json({"attempt_kind": "initial", **obj}))
 
 
-def write_part(sf: SourceFile, ctx: EvalContext, owner_of, path: Path) -> int:
-    """Read and check one file version into the part at `path`; the number of rows."""
+def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key: str) -> int:
+    """Read and check one file version into part `key`; the number of rows."""
     n = 0
-    with streaming_parquet(path, PART_SCHEMA) as out:
+    with store.streaming(key, PART_SCHEMA) as out:
         rows: list[dict] = []
         for item in _read(sf):
             if isinstance(item, _Record):
@@ -145,24 +153,56 @@ def read_parts(pairs: Sequence[tuple[SourceFile, Path]]
         con.close()
 
 
-def sync_parts(folder: Path, files: Sequence[SourceFile], ctx: EvalContext
+def sync_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext
                ) -> tuple[dict[SourceFile, Path], list[str]]:
-    """The part of every file version (written now if missing), and the names written now;
+    """The part of every file version (written now if missing), and the keys written now;
     parts no longer wanted (versions gone, context changed) are removed."""
     fingerprint = context_fingerprint(ctx)
-    paths = {sf: folder / f"{part_name(sf, fingerprint)}.parquet" for sf in files}
-    folder.mkdir(parents=True, exist_ok=True)
-    wanted = set(paths.values())
-    for old in folder.glob("*.parquet"):
-        if old not in wanted:
-            old.unlink()
+    keys = {sf: part_key(store, sf, fingerprint) for sf in files}
+    store.keep(keys.values())
     owner: dict[str, str] = {}
     for ev, ids in ctx.evidence_ids.items():
         for eid in ids:
             owner[eid] = ev
     written = []
-    for sf, path in paths.items():
-        if not path.exists():
-            write_part(sf, ctx, owner.get, path)
-            written.append(path.stem)
-    return paths, written
+    for sf, key in keys.items():
+        if not store.has(key):
+            write_part(sf, ctx, owner.get, store, key)
+            written.append(key)
+    return {sf: store.path(key) for sf, key in keys.items()}, written
+
+
+# The raw tables a judgment is checked against (their assets are the judgments' dependencies).
+CONTEXT_INPUTS = ("rvp_cases", "rvp_intervals", "rvp_candidates", "rvp_evidence_frames",
+                  "rvp_storyboards", "rvp_gt_fingerprints")
+
+
+def eval_context(home: Path) -> EvalContext:
+    """What a judgment is checked against, from the raw tables `CONTEXT_INPUTS`."""
+    con = connect_raw(home, CONTEXT_INPUTS)
+    cases: dict[str, list] = {}
+    for case_id, plan in con.execute("SELECT case_id, has_explicit_plan FROM raw.rvp_cases"
+                                     ).fetchall():
+        cases[case_id] = [plan, set()]
+    for case_id, interval in con.execute("SELECT case_id, \"interval\" FROM raw.rvp_intervals"
+                                         ).fetchall():
+        cases[case_id][1].add(interval)
+    candidates = {
+        (s, c): CandidateInfo(m, frozenset(steps or []))
+        for s, c, m, steps in con.execute(
+            "SELECT system, case_id, modality, step_ids FROM raw.rvp_candidates").fetchall()}
+    evidence: dict[str, set[str]] = {}
+    for ev, eid in con.execute("SELECT evaluation_id, evidence_id FROM raw.rvp_evidence_frames "
+                               "UNION ALL SELECT evaluation_id, evaluation_id || '#SB' || "
+                               "storyboard_no FROM raw.rvp_storyboards").fetchall():
+        evidence.setdefault(ev, set()).add(eid)
+    prints = dict(con.execute("SELECT case_id, fingerprint FROM raw.rvp_gt_fingerprints"
+                              ).fetchall())
+    con.close()
+    return EvalContext(
+        systems=frozenset(s for s, _ in candidates),
+        cases={c: CaseInfo(bool(p), frozenset(i)) for c, (p, i) in cases.items()},
+        candidates=candidates,
+        evidence_ids={k: frozenset(v) for k, v in evidence.items()},
+        gt_fingerprints=prints,
+    )

@@ -23,8 +23,16 @@ from typing import Any
 import pyarrow as pa
 
 from dagster_project.dropfolder import file_sha256
+from dagster_project.parts import PartStore, digest
+from dagster_project.rynn_vp.evidence import EVIDENCE_POLICY_VERSION
 from dagster_project.settings import ASSETS_DIR
-from dagster_project.tables import atomic_write_bytes, raw_schema, read_table, table_files
+from dagster_project.tables import (
+    atomic_write_bytes,
+    raw_schema,
+    resolved_path,
+    rows_to_table,
+    stored_path,
+)
 
 GT_ROLE = "gt_compilation"
 CANDIDATE_ROLES = ("observer", "vr_vq_judge", "hallucination_auditor", "pi_judge", "critic")
@@ -171,54 +179,40 @@ def _grouped(rows: list[dict[str, Any]], key: str) -> dict[str, list[dict[str, A
 # The raw tables a packet is built from (their assets are the packets' dependencies).
 PACKET_INPUTS = ("rvp_cases", "rvp_gt_fingerprints", "rvp_gt_compilations", "rvp_evaluations",
                  "rvp_evidence_frames", "rvp_intervals", "rvp_storyboards")
+# Bump when what a packet holds changes for the same inputs (PACKET_FORMAT is part of the key
+# too): every packet part is then built again.
+PACKETS_VERSION = "1"
 
 
-INPUTS_FINGERPRINT_FILE = ".inputs_fingerprint"
+@dataclass(frozen=True)
+class _Unit:
+    """The packets of one evaluation (its five roles) or of one case's GT compilation: what
+    they are made of (`inputs`, paths as stored) and how to write them."""
+
+    label: str
+    inputs: Any
+    write: Callable[[], list[dict[str, Any]]]
 
 
-def inputs_fingerprint(home: Path, snapshot_root: Path | None) -> str:
-    """SHA-256 over everything the packets are made of: the packet format, the role prompts,
-    and the bytes of every input table (`PACKET_INPUTS`; evidence rows carry each evaluation's
-    `inputs_fingerprint`, so re-extracted images change them). Equal fingerprints, equal packets."""
-    digest = hashlib.sha256(f"{PACKET_FORMAT}\0".encode())
-    prompts = load_prompts(snapshot_root)
-    digest.update(_canonical([prompts.version, prompts.source, prompts.texts]))
-    for name in PACKET_INPUTS:
-        for path in table_files(home, name):
-            digest.update(f"\0{path.relative_to(home)}\0".encode() + path.read_bytes())
-    return digest.hexdigest()
+def _as_stored(rows: list[dict[str, Any]], home: Path) -> list[dict[str, Any]]:
+    """Rows with their path columns as stored (relative to the home): keys the same anywhere.
+    (`tables.stored_path` by prefix: the paths come from `connect_raw`, `<home>/<stored>`.)"""
+    prefix = f"{home}/"
+    return [{k: v.removeprefix(prefix) if k.endswith("path") and isinstance(v, str) else v
+             for k, v in r.items()} for r in rows]
 
 
-def packets_unchanged(packets_dir: Path, fingerprint: str) -> bool:
-    """Whether the last build was from these inputs (`build_packets` records its fingerprint)."""
-    marker = packets_dir / INPUTS_FINGERPRINT_FILE
-    return marker.is_file() and marker.read_text() == fingerprint
-
-
-def kept_packets(home: Path, packets_dir: Path, snapshot_root: Path | None,
-                 table: Path) -> tuple[str, pa.Table | None]:
-    """(the `inputs_fingerprint`, the packets table of the last build when it still holds: the
-    same inputs and every packet file still there), so unchanged packets are not built again."""
-    fingerprint = inputs_fingerprint(home, snapshot_root)
-    if table.exists() and packets_unchanged(packets_dir, fingerprint):
-        kept = read_table(table, home)
-        if all(Path(p).is_file() for p in kept.column("packet_path").to_pylist()):
-            return fingerprint, kept
-    return fingerprint, None
-
-
-def build_packets(
-    home: Path, packets_dir: Path, snapshot_root: Path | None,
-    *, system: str | None = None, case_id: str | None = None, fingerprint: str | None = None,
-) -> list[dict[str, Any]]:
-    """Packets for every evaluation (optionally one system and/or case): the five candidate
-    roles per evaluation under `<packets>/<system>/<case_id>/`, and the GT compilation packet per
-    case under `<packets>/_gt/<case_id>/`. Returns one row per packet written. `fingerprint`:
-    the `inputs_fingerprint` of a full build, recorded for `packets_unchanged` once it is done."""
+def _units(home: Path, packets_dir: Path, snapshot_root: Path | None,
+           system: str | None = None, case_id: str | None = None) -> list[_Unit]:
+    """Every packet unit (optionally of one system and/or case): the GT compilation packet of
+    each case, then the five candidate roles of each evaluation, in the table's order."""
     from dagster_project.tables import connect_raw
 
     con = connect_raw(home, PACKET_INPUTS)
     prompts = load_prompts(snapshot_root)
+    prompt_key = digest(PACKET_FORMAT, prompts.version, prompts.source, prompts.texts,
+                        {r: Path(f).name for r, f in prompts.files.items()},
+                        stored_path(str(packets_dir), home))
     cases = {c["case_id"]: c for c in _rows(con, "SELECT * FROM raw.rvp_cases")}
     prints = {f["case_id"]: f for f in _rows(con, "SELECT * FROM raw.rvp_gt_fingerprints")}
     cached: dict[str, dict[str, Any]] = {}
@@ -228,7 +222,10 @@ def build_packets(
             cached.setdefault(g["case_id"], g)
     except Exception:  # noqa: BLE001 - no judgments ingested yet: nothing is cached
         pass
-    evaluations = _rows(con, "SELECT * FROM raw.rvp_evaluations ORDER BY evaluation_id")
+    evaluations = [e for e in _rows(con, "SELECT * FROM raw.rvp_evaluations "
+                                         "ORDER BY evaluation_id")
+                   if (system is None or e["system"] == system)
+                   and (case_id is None or e["case_id"] == case_id)]
     # Each table read once (not a query per case or evaluation: each would scan the table again).
     # The S0 and anchors of a case are the same files for all its evaluations; the first
     # evaluation's rows stand for them.
@@ -245,9 +242,9 @@ def build_packets(
     boards_of = _grouped(_rows(
         con, "SELECT * FROM raw.rvp_storyboards ORDER BY evaluation_id, storyboard_no"),
         "evaluation_id")
+    con.close()
     sha256_of = functools.cache(file_sha256)
     link = functools.cache(_link_or_copy)  # the five roles of an evaluation share one folder
-    out: list[dict[str, Any]] = []
 
     def gt_ref(cid: str) -> dict[str, Any]:
         fp = prints.get(cid, {}).get("fingerprint")
@@ -261,10 +258,14 @@ def build_packets(
         return {"case_id": cid, "instruction": c["instruction"],
                 "explicit_plan": c["plan"] if c["has_explicit_plan"] else None}
 
-    selected_cases = sorted({e["case_id"] for e in evaluations
-                             if (system is None or e["system"] == system)
-                             and (case_id is None or e["case_id"] == case_id)})
-    for cid in selected_cases:
+    def finish(rows: list[dict[str, Any]], cid: str) -> list[dict[str, Any]]:
+        ref = gt_ref(cid)
+        for row in rows:
+            row.update(prompt_version=prompts.version, prompt_source=prompts.source,
+                       gt_fingerprint=ref["fingerprint"], gt_cached=ref["cached"])
+        return rows
+
+    def gt_unit(cid: str) -> _Unit:
         shared = shared_of.get(cid, [])
         intervals = [{k: i[k] for k in ("ordinal", "interval", "label")}
                      for i in intervals_of.get(cid, [])]
@@ -272,14 +273,21 @@ def build_packets(
                   "gt_witness": {"planning": intervals, "anchors_from": "gt.mp4"}}
         gt_evidence = [{**e, "evidence_id": f"{cid}#{e['evidence_id'].split('#', 1)[1]}"}
                        for e in shared]
-        row = write_packet(packets_dir / "_gt" / cid, role=GT_ROLE, prompts=prompts,
-                           header=header, variables=variables(cid), evidence=gt_evidence,
-                           storyboards=[], gt_reference=gt_ref(cid), sha256_of=sha256_of,
-                           link=link)
-        out.append({"system": None, "case_id": cid, "evaluation_id": None, **row})
-    for ev in evaluations:
-        if (system and ev["system"] != system) or (case_id and ev["case_id"] != case_id):
-            continue
+
+        def write() -> list[dict[str, Any]]:
+            row = write_packet(packets_dir / "_gt" / cid, role=GT_ROLE, prompts=prompts,
+                               header=header, variables=variables(cid), evidence=gt_evidence,
+                               storyboards=[], gt_reference=gt_ref(cid), sha256_of=sha256_of,
+                               link=link)
+            return finish([{"system": None, "case_id": cid, "evaluation_id": None, **row}], cid)
+
+        # the shared images are made from the case's sources by the evidence policy
+        inputs = [prompt_key, EVIDENCE_POLICY_VERSION, header, variables(cid), gt_ref(cid),
+                  _as_stored([{k: v for k, v in e.items() if k != "evaluation_id"}
+                              for e in gt_evidence], home)]
+        return _Unit(f"_gt.{cid}", inputs, write)
+
+    def evaluation_unit(ev: dict[str, Any]) -> _Unit:
         evidence = evidence_of.get(ev["evaluation_id"], [])
         boards = boards_of.get(ev["evaluation_id"], [])
         header = {"case_id": ev["case_id"], "system": ev["system"],
@@ -290,20 +298,71 @@ def build_packets(
                                                     "evidence_gaps", "extra_evidence",
                                                     "problem")}}
         folder = packets_dir / ev["system"] / ev["case_id"]
-        for role in CANDIDATE_ROLES:
-            row = write_packet(folder, role=role, prompts=prompts, header=header,
-                               variables=variables(ev["case_id"]), evidence=evidence,
-                               storyboards=boards, gt_reference=gt_ref(ev["case_id"]),
-                               sha256_of=sha256_of, link=link)
-            out.append({"system": ev["system"], "case_id": ev["case_id"],
-                        "evaluation_id": ev["evaluation_id"], **row})
-    for row in out:
-        ref = gt_ref(row["case_id"])
-        row.update(prompt_version=prompts.version, prompt_source=prompts.source,
-                   gt_fingerprint=ref["fingerprint"], gt_cached=ref["cached"])
-    if fingerprint is not None and system is None and case_id is None:
-        atomic_write_bytes(packets_dir / INPUTS_FINGERPRINT_FILE, fingerprint.encode())
-    return out
+
+        def write() -> list[dict[str, Any]]:
+            out = []
+            for role in CANDIDATE_ROLES:
+                row = write_packet(folder, role=role, prompts=prompts, header=header,
+                                   variables=variables(ev["case_id"]), evidence=evidence,
+                                   storyboards=boards, gt_reference=gt_ref(ev["case_id"]),
+                                   sha256_of=sha256_of, link=link)
+                out.append({"system": ev["system"], "case_id": ev["case_id"],
+                            "evaluation_id": ev["evaluation_id"], **row})
+            return finish(out, ev["case_id"])
+
+        # the evaluation's `inputs_fingerprint` stands for its images' bytes
+        inputs = [prompt_key, header, ev["inputs_fingerprint"], variables(ev["case_id"]),
+                  gt_ref(ev["case_id"]), _as_stored(evidence, home), _as_stored(boards, home)]
+        return _Unit(ev["evaluation_id"], inputs, write)
+
+    return ([gt_unit(cid) for cid in sorted({e["case_id"] for e in evaluations})]
+            + [evaluation_unit(ev) for ev in evaluations])
+
+
+def build_packets(
+    home: Path, packets_dir: Path, snapshot_root: Path | None,
+    *, system: str | None = None, case_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """Packets for every evaluation (optionally one system and/or case): the five candidate
+    roles per evaluation under `<packets>/<system>/<case_id>/`, and the GT compilation packet per
+    case under `<packets>/_gt/<case_id>/`. Returns one row per packet written (unchanged packet
+    files are left as they are)."""
+    return [row for unit in _units(home, packets_dir, snapshot_root, system, case_id)
+            for row in unit.write()]
+
+
+def packet_store(cache_dir: Path) -> PartStore:
+    """The rows of each unit's packets as last built, keyed by what they were made of. Under
+    `cache/`: the packets are the JSON files, the table is written whole from these parts, so
+    the parts only save building packets again."""
+    return PartStore(cache_dir / "packet_parts", PACKETS_VERSION, PACKETS_SCHEMA)
+
+
+@dataclass
+class PacketsResult:
+    table: pa.Table  # every packet's row, in unit order (paths as stored)
+    built: list[str]  # the units built now
+    removed: list[str]
+
+
+def sync_packets(home: Path, packets_dir: Path, snapshot_root: Path | None,
+                 store: PartStore) -> PacketsResult:
+    """Every packet unit built once per key: a unit whose part is there and whose packet files
+    all exist is not built again; one changed evaluation builds only its five packets."""
+    keys, built, tables = [], [], []
+    for unit in _units(home, packets_dir, snapshot_root):
+        key = store.key(unit.label, unit.inputs)
+        keys.append(key)
+        table = store.load(key) if store.has(key) else None
+        if table is None or not all(Path(resolved_path(p, home) or "").is_file()
+                                    for p in table.column("packet_path").to_pylist()):
+            store.write(key, rows_to_table(unit.write(), PACKETS_SCHEMA), home=home)
+            built.append(key)
+            table = store.load(key)
+        tables.append(table)
+    removed = store.keep(keys)
+    table = pa.concat_tables(tables) if tables else PACKETS_SCHEMA.empty_table()
+    return PacketsResult(table, built, removed)
 
 
 # raw_rvp_judge_packets: one row per packet written

@@ -1,13 +1,16 @@
-"""Responses at campaign scale: one Parquet part per file version, parsed once and scored once.
+"""Responses at campaign scale: one Parquet part per file version, parsed once and scored once,
+each a `parts.PartStore` keyed by what it is made of.
 
 `sync_parts` brings `raw_vv_responses/` and `raw_vv_response_rejects/` in line with the file
-versions of RESPONSES_DIR: a version whose part exists is not read again, a new one is parsed
-(`responses.write_response_part`, two processes over the files), a part whose version is gone
-(the setting points at another folder) is removed. `score_parts` does the same for
-`raw_vv_scored_responses/`: a part is scored once per content of the questions it is scored
-against (their fingerprint is in the part's Parquet metadata), `BATCH_ROWS` rows at a time.
-Every parted table also holds `_schema.parquet`, no rows, so its views exist while no file has
-been dropped yet.
+versions of RESPONSES_DIR: a part is keyed by its version (file, number, content hash, the
+questions another tool's rows are resolved against) and `PARSER_VERSION`; a version whose part
+exists is not read again, a new one is parsed (`responses.write_response_part`, two processes over
+the files), a part whose version is gone (the setting points at another folder) is removed.
+`score_parts` does the same for `raw_vv_scored_responses/`: a scored part is named after its
+response part and keyed by it, the questions it is scored against and `SCORING_VERSION`, scored
+`BATCH_ROWS` rows at a time; `verl_metric_parts` keys each dump's metrics by its scored part, the
+default policy and `METRICS_VERSION`. Every parted table also holds `_schema.parquet`, no rows, so
+its views exist while no file has been dropped yet.
 """
 
 from __future__ import annotations
@@ -24,33 +27,33 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dagster_project.tables import streaming_parquet, table_path, write_table
+from dagster_project.parts import PartStore
+from dagster_project.tables import streaming_parquet
 from dagster_project.video_val.policies import DefaultPolicy
 from dagster_project.video_val.responses import (
     BATCH_ROWS,
     DUMP_PART_KEY,
+    PARSER_VERSION,
     RESPONSE_REJECTS_SCHEMA,
     RESPONSES_SCHEMA,
     ResponseFile,
     tool_of,
     write_response_part,
 )
-from dagster_project.video_val.scoring import SCORED_SCHEMA, score_frame
+from dagster_project.video_val.scoring import SCORED_SCHEMA, SCORING_VERSION, score_frame
 from dagster_project.video_val.verl_metrics import (
     METRICS_VERSION,
     VERL_METRICS_SCHEMA,
     dump_metrics,
 )
 
-SCHEMA_PART = "_schema"
 # Below this many bytes to parse, or responses to score, one process: starting a second (spawned,
 # not forked: Polars' and Arrow's thread pools do not survive a fork) costs more than it saves.
 POOL_MIN_BYTES = 64 * 1024 * 1024
 POOL_MIN_ROWS = 200_000
-QUESTIONS_KEY = b"benchlake.questions_fingerprint"
 SCORED_INPUT = ["run_id", "step", "uid", "sample_idx", "response", "source_file", "file_version",
                 "line"]
-SCORED_TABLES = {"vv_responses": RESPONSES_SCHEMA, "vv_response_rejects": RESPONSE_REJECTS_SCHEMA}
+PARSED_TABLES = {"vv_responses": RESPONSES_SCHEMA, "vv_response_rejects": RESPONSE_REJECTS_SCHEMA}
 
 
 @dataclass
@@ -63,22 +66,19 @@ class PartsResult:
     rows_written: int = 0
 
 
-def _parts(home: Path, name: str) -> dict[str, Path]:
-    folder = table_path(home, name, SCHEMA_PART).parent
-    return {p.stem: p for p in sorted(folder.glob("*.parquet")) if p.stem != SCHEMA_PART}
+def parsed_stores(home: Path) -> dict[str, PartStore]:
+    """The parts of `raw_vv_responses` and `raw_vv_response_rejects` (the same keys)."""
+    return {name: PartStore.of_table(home, name, PARSER_VERSION, schema)
+            for name, schema in PARSED_TABLES.items()}
 
 
-def _ensure_schema_part(home: Path, name: str, schema: pa.Schema) -> None:
-    path = table_path(home, name, SCHEMA_PART)
-    if not path.exists() or pq.read_schema(path) != schema:
-        write_table(schema.empty_table(), path)
+def scored_store(home: Path) -> PartStore:
+    return PartStore.of_table(home, "vv_scored_responses", SCORING_VERSION,
+                              SCORED_SCHEMA.with_metadata(None))
 
 
-def _remove_stale(home: Path, name: str, wanted: set[str], result: PartsResult) -> None:
-    for stem, path in _parts(home, name).items():
-        if stem not in wanted:
-            path.unlink()
-            result.removed.append(stem)
+def metrics_store(home: Path) -> PartStore:
+    return PartStore.of_table(home, "vv_verl_metrics", METRICS_VERSION, VERL_METRICS_SCHEMA)
 
 
 def _parse_job(job: tuple[ResponseFile, Path, Path, pl.DataFrame | None]) -> int:
@@ -91,16 +91,14 @@ def sync_parts(home: Path, files: Sequence[ResponseFile],
     """Parse the versions that have no part yet (see the module notes), two files at a time
     from `POOL_MIN_BYTES` on. `questions`: what other tools' files are resolved against."""
     result = PartsResult()
-    for name, schema in SCORED_TABLES.items():
-        _ensure_schema_part(home, name, schema)
-    wanted = {f.part for f in files}
-    for name in SCORED_TABLES:
-        _remove_stale(home, name, wanted, result)
-    have = set(_parts(home, "vv_responses")) & set(_parts(home, "vv_response_rejects"))
-    jobs = [(f, table_path(home, "vv_responses", f.part),
-             table_path(home, "vv_response_rejects", f.part),
-             questions if f.tool is not None else None)
-            for f in files if f.part not in have]
+    rows, rejects = parsed_stores(home).values()
+    for store in (rows, rejects):
+        store.ensure_schema()
+    keys = {f: rows.key(f.label, *f.part_inputs()) for f in files}
+    for store in (rows, rejects):
+        result.removed += [k for k in store.keep(keys.values()) if k not in result.removed]
+    jobs = [(f, rows.path(key), rejects.path(key), questions if f.tool is not None else None)
+            for f, key in keys.items() if not (rows.has(key) and rejects.has(key))]
     result.kept = len(files) - len(jobs)
     size = sum(job[0].path.stat().st_size for job in jobs)
     if len(jobs) > 1 and size >= POOL_MIN_BYTES and (os.cpu_count() or 1) > 1:
@@ -109,7 +107,7 @@ def sync_parts(home: Path, files: Sequence[ResponseFile],
             counts = list(pool.map(_parse_job, jobs))
     else:
         counts = [_parse_job(job) for job in jobs]
-    result.written = [job[0].part for job in jobs]
+    result.written = [job[1].stem for job in jobs]
     result.rows_written = sum(counts)
     return result
 
@@ -142,11 +140,6 @@ def questions_fingerprint(questions: pl.DataFrame) -> str:
     return digest.hexdigest()
 
 
-def _scored_fingerprint(path: Path) -> bytes | None:
-    meta = pq.read_schema(path).metadata or {}
-    return meta.get(QUESTIONS_KEY)
-
-
 _QUESTIONS: pl.DataFrame | None = None
 
 
@@ -155,13 +148,13 @@ def _init_scorer(questions: pl.DataFrame) -> None:
     _QUESTIONS = questions
 
 
-def _score_job(job: tuple[Path, Path, bytes]) -> int:
+def _score_job(job: tuple[Path, Path]) -> int:
     """Score one response part into its scored part, `BATCH_ROWS` rows at a time."""
-    source, out, fingerprint = job
+    source, out = job
     assert _QUESTIONS is not None
     schema = SCORED_SCHEMA.with_metadata(None)
     rows = 0
-    with streaming_parquet(out, schema.with_metadata({QUESTIONS_KEY: fingerprint})) as w:
+    with streaming_parquet(out, schema) as w:
         for batch in pq.ParquetFile(source).iter_batches(
                 batch_size=BATCH_ROWS, columns=SCORED_INPUT):
             frame = pl.from_arrow(batch).join(_QUESTIONS, on="uid", how="inner",
@@ -179,18 +172,16 @@ def score_parts(home: Path, questions: pl.DataFrame) -> PartsResult:
     reject them). From `POOL_MIN_ROWS` responses on, two parts at a time in two processes: the
     scoring is partly Python, so one process keeps only one core busy."""
     result = PartsResult()
-    _ensure_schema_part(home, "vv_scored_responses", SCORED_SCHEMA.with_metadata(None))
-    sources = _parts(home, "vv_responses")
-    _remove_stale(home, "vv_scored_responses", set(sources), result)
-    fingerprint = questions_fingerprint(questions).encode()
-    scored = _parts(home, "vv_scored_responses")
+    store = scored_store(home)
+    store.ensure_schema()
+    fingerprint = questions_fingerprint(questions)
+    sources = parsed_stores(home)["vv_responses"]
+    keys = {source: store.key(source, fingerprint) for source in sources.all_keys()}
+    result.removed = store.keep(keys.values())
     questions = questions.select("uid", "data_source", "option_letters", "ground_truth")
-    jobs = []
-    for stem, source in sources.items():
-        if stem in scored and _scored_fingerprint(scored[stem]) == fingerprint:
-            result.kept += 1
-        else:
-            jobs.append((source, table_path(home, "vv_scored_responses", stem), fingerprint))
+    jobs = [(sources.path(source), store.path(key)) for source, key in keys.items()
+            if not store.has(key)]
+    result.kept = len(keys) - len(jobs)
     rows = sum(pq.ParquetFile(job[0]).metadata.num_rows for job in jobs)
     if len(jobs) > 1 and rows >= POOL_MIN_ROWS and (os.cpu_count() or 1) > 1:
         with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"),
@@ -204,7 +195,6 @@ def score_parts(home: Path, questions: pl.DataFrame) -> PartsResult:
     return result
 
 
-METRICS_KEY = b"benchlake.verl_metrics_inputs"
 
 
 def verl_metric_parts(home: Path, policy: DefaultPolicy) -> PartsResult:
@@ -212,24 +202,28 @@ def verl_metric_parts(home: Path, policy: DefaultPolicy) -> PartsResult:
     every response part read from a verl dump, computed once per content of its scored part and
     `policy` (both recorded in the part's Parquet metadata)."""
     result = PartsResult()
-    _ensure_schema_part(home, "vv_verl_metrics", VERL_METRICS_SCHEMA)
-    dumps = {stem: path for stem, path in _parts(home, "vv_responses").items()
-             if DUMP_PART_KEY in (pq.read_schema(path).metadata or {})}
-    scored = _parts(home, "vv_scored_responses")
-    _remove_stale(home, "vv_verl_metrics", set(dumps) & set(scored), result)
-    have = _parts(home, "vv_verl_metrics")
-    for stem, source in dumps.items():
-        if stem not in scored:
+    store = metrics_store(home)
+    store.ensure_schema()
+    sources = parsed_stores(home)["vv_responses"]
+    scored = scored_store(home)
+    scored_of = {PartStore.label_of(k): k for k in scored.all_keys()}  # named after their source
+    wanted = {}
+    for source_key in sources.all_keys():
+        source = sources.path(source_key)
+        if source_key not in scored_of or DUMP_PART_KEY not in (
+                pq.read_schema(source).metadata or {}):
             continue
-        key = "\0".join([METRICS_VERSION, repr(policy),
-                         (_scored_fingerprint(scored[stem]) or b"").decode()]).encode()
-        if stem in have and (pq.read_schema(have[stem]).metadata or {}).get(METRICS_KEY) == key:
+        key = store.key(scored_of[source_key], vars(policy))
+        wanted[key] = (source, scored.path(scored_of[source_key]))
+    result.removed = store.keep(wanted)
+    for key, (source, scored_path) in wanted.items():
+        if store.has(key):
             result.kept += 1
             continue
         responses = pl.read_parquet(source, columns=["run_id", "step", "line", "tool_extras",
                                                      "source_file", "file_version"])
         rows = responses.join(
-            pl.read_parquet(scored[stem], columns=["line", "uid", "data_source", "extracted",
+            pl.read_parquet(scored_path, columns=["line", "uid", "data_source", "extracted",
                                                    "correct", f"format_{policy.format_rule}"]),
             on="line", how="inner", maintain_order="left").rename(
             {f"format_{policy.format_rule}": "format_ok"})
@@ -239,8 +233,7 @@ def verl_metric_parts(home: Path, policy: DefaultPolicy) -> PartsResult:
                  } if rows.height else {}
         table = pa.Table.from_pylist([{**m, **where} for m in metrics],
                                      schema=VERL_METRICS_SCHEMA)
-        write_table(table.replace_schema_metadata({METRICS_KEY: key}),
-                    table_path(home, "vv_verl_metrics", stem))
-        result.written.append(stem)
+        store.write(key, table)
+        result.written.append(key)
         result.rows_written += table.num_rows
     return result

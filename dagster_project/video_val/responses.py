@@ -9,8 +9,9 @@ too, each row resolved to its question (by position, by content). Each archived 
 parsed once, streamed, into its own part:
 `raw_vv_responses/<part>.parquet` (the well-formed records, in file order) and
 `raw_vv_response_rejects/<part>.parquet` (the malformed ones, with line and reason). A part is
-named by the version (file name, version number, content hash) and `PARSER_VERSION`, so a version
-already parsed is never read again and a change of the rules here parses everything again.
+keyed by the version (file name, version number, content hash) and `PARSER_VERSION`
+(`response_parts`), so a version already parsed is never read again and a change of the rules
+here parses everything again.
 
 What depends on more than one record is decided in SQL over the union of the parts
 (`int_vv_response_status`): a uid that is not a question, a duplicate (same key, same response)
@@ -55,14 +56,13 @@ class ResponseFile:
     questions_key: str | None = None
 
     @property
-    def part(self) -> str:
-        """The part name of this version: its readable file name and a digest of everything
-        that determines the part's content."""
-        key = f"{PARSER_VERSION}\0{self.source_file}\0{self.version}\0{self.sha256}"
-        if self.tool is not None:
-            key += f"\0{self.tool}\0{self.questions_key}"
-        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.source_file)[-80:]
-        return f"{stem}.v{self.version}.{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    def label(self) -> str:
+        """What names its parts, readably: the file name and version."""
+        return f"{self.source_file}.v{self.version}"
+
+    def part_inputs(self) -> tuple:
+        """Everything besides `PARSER_VERSION` that determines the version's parts."""
+        return (self.source_file, self.version, self.sha256, self.tool, self.questions_key)
 
 
 def response_digest(response: str) -> str:

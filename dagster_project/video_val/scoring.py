@@ -42,6 +42,9 @@ from dagster_project.video_val.answer_extraction import (
 from dagster_project.video_val.format_rules import MIN_THINK_CHARS, format_card, format_exact
 
 ExtractionMethod = Literal["boxed_answer", "fallback", "none"]
+# Bump when a rule here (or in answer_extraction / format_rules) changes what a response scores:
+# every scored part is then scored again.
+SCORING_VERSION = "1"
 
 
 def _check_letter_value(option_letters: str) -> None:

@@ -11,12 +11,12 @@ from dagster_project.tables import raw_schema
 VIDEOS_SCHEMA = raw_schema("vv_videos")
 
 
-def probe_row(video_path: str, n_rows: int, cache_dir: Path | None = None) -> dict:
-    """The probe of one video (remembered per file identity under `cache_dir`)."""
+def probe_row(video_path: str, n_rows: int, file_cache: Path | None = None) -> dict:
+    """The probe of one video (remembered per file identity in `file_cache`)."""
     if not Path(video_path).is_file():
         return {"video_path": video_path, "n_rows": n_rows, "ok": False,
                 "error": "video file is missing"}
-    probe = probe_video_cached(video_path, cache_dir)
+    probe = probe_video_cached(video_path, file_cache)
     return {
         "video_path": video_path, "n_rows": n_rows, "ok": probe.ok, "error": probe.error,
         "codec": probe.codec, "width": probe.width, "height": probe.height, "fps": probe.fps,

@@ -183,3 +183,27 @@ def test_the_settings_resource_is_typed_and_mirrors_the_settings():
         assert "rynn_vp_media" in str(exc)
     else:
         raise AssertionError("an unknown RYNN_VP_MEDIA was accepted")
+
+
+def test_parted_assets_carry_the_code_version_their_parts_are_keyed_by():
+    """Bumping a version constant re-keys the parts and shows the asset stale in the UI."""
+    from dagster_project.rynn_vp.evidence import EVIDENCE_POLICY_VERSION
+    from dagster_project.rynn_vp.judgment_parts import CHECKS_VERSION
+    from dagster_project.rynn_vp.packets import PACKETS_VERSION
+    from dagster_project.video_val.frames import FRAMES_VERSION
+    from dagster_project.video_val.responses import PARSER_VERSION
+    from dagster_project.video_val.scoring import SCORING_VERSION
+    from dagster_project.video_val.verl_metrics import METRICS_VERSION
+
+    expected = {
+        "raw_vv_responses": PARSER_VERSION, "raw_vv_response_rejects": PARSER_VERSION,
+        "raw_vv_scored_responses": SCORING_VERSION, "raw_vv_verl_metrics": METRICS_VERSION,
+        "raw_vv_frames": FRAMES_VERSION, "raw_rvp_judgments": CHECKS_VERSION,
+        "raw_rvp_judgment_rejects": CHECKS_VERSION,
+        **{f"raw_{t}": EVIDENCE_POLICY_VERSION
+           for t in ("rvp_evidence_frames", "rvp_storyboards", "rvp_evaluations")},
+        "raw_rvp_judge_packets": PACKETS_VERSION,
+    }
+    _, graph, _, _ = _graph()
+    got = {name: graph.get(dg.AssetKey(name)).code_version for name in expected}
+    assert got == expected

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -260,18 +261,23 @@ def test_logging_state_restored_and_nothing_leaks(
 
 def test_a_cached_probe_is_the_probe_and_is_redone_when_the_file_changes(tmp_path):
     """probe_video_cached returns probe_video's result, reads an unchanged file once (then from
-    cache/probes/), and probes again once the file's bytes (size, mtime) change."""
+    the file-identity cache), and probes again once the file's bytes (size, mtime) change."""
     video = tmp_path / "v.mp4"
     video.write_bytes(BIKES.read_bytes())
-    cache = tmp_path / "cache"
+    cache = tmp_path / "cache" / "files.sqlite"
     first = probe_video_cached(video, cache)
     assert first == probe_video(video) and first.ok
-    [entry] = (cache / "probes").glob("*.json")
     # a cached entry is what is returned: prove it by planting a recognisable value
-    entry.write_text(json.dumps({**dataclasses.asdict(first), "codec": "from-cache"}))
+    with sqlite3.connect(cache) as con:
+        [(value,)] = con.execute("SELECT value FROM entries WHERE kind = 'probes'").fetchall()
+        con.execute("UPDATE entries SET value = ? WHERE kind = 'probes'",
+                    [json.dumps({**json.loads(value), "codec": "from-cache"})])
+    con.close()
     assert probe_video_cached(video, cache).codec == "from-cache"
     video.write_bytes(BIKES.read_bytes()[: BIKES.stat().st_size // 2])  # truncated: new identity
     again = probe_video_cached(video, cache)
     assert again == probe_video(video) and again.codec != "from-cache"
-    assert len(list((cache / "probes").glob("*.json"))) == 2
-    assert probe_video_cached(video, None) == again  # no cache folder: always probed
+    with sqlite3.connect(cache) as con:  # one entry per file: the new probe replaced the old
+        assert con.execute("SELECT count(*) FROM entries").fetchone() == (1,)
+    con.close()
+    assert probe_video_cached(video, None) == again  # no cache: always probed

@@ -1,24 +1,25 @@
-"""Rynn-VP evidence per evaluation: the card's policy, provenance, partitions in parallel,
-byte-identical reruns and bad candidates (each with a clear reason, other partitions go on)."""
+"""Rynn-VP evidence per evaluation: the card's policy, provenance, bad candidates (each with a
+clear reason, other cases go on), and each case's part built once per key: a rerun with nothing
+changed decodes nothing and writes nothing, one changed candidate rebuilds exactly its case's
+parts (decoding only its evaluation). The val frames likewise, one part per planned video."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
-import threading
 from pathlib import Path
 
-import dagster as dg
 import numpy as np
 import pytest
 from PIL import Image
 
 from dagster_project.media.encode import read_frame_index
-from dagster_project.runner import materialize, rvp_evidence_job
-from dagster_project.tables import table_path
+from dagster_project.runner import materialize
+from dagster_project.tables import connect_raw
 from dagster_project.warehouse.catalog import connect
-from tests.conftest import settings_for
+from tests.conftest import copy_home, settings_for
 
 
 def rows(con, sql, params=()):
@@ -150,60 +151,6 @@ def _tables(home: Path) -> dict[str, bytes]:
             for root in roots for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_partitions_run_in_parallel_under_the_multiprocess_executor(demo_warehouse, tmp_path,
-                                                                    monkeypatch):
-    home = tmp_path / "mp"
-    shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
-    for sub in ("rvp_evidence_frames", "rvp_storyboards", "rvp_evaluations"):
-        shutil.rmtree(home / "tables" / "raw" / sub)
-    shutil.rmtree(home / "evidence")
-    monkeypatch.setenv("BENCHLAKE_HOME", str(home))  # the executor's child processes read it
-    settings = settings_for(home)
-    keys = [k for k in sorted(p.name for p in (Path(settings.rynn_vp_source_or_demo()) / "cases")
-                              .iterdir())][:2]
-    (tmp_path / "dagster").mkdir()
-    instance = dg.DagsterInstance.local_temp(str(tmp_path / "dagster"))
-    instance.add_dynamic_partitions("rvp_case", keys)
-    results: dict[str, bool] = {}
-
-    def launch(key: str) -> None:
-        with dg.execute_job(dg.reconstructable(rvp_evidence_job), instance=instance,
-                            tags={"dagster/partition": key}) as result:
-            results[key] = result.success
-            logs = " ".join(str(e.message) for e in result.all_events)
-            assert "locked" not in logs.lower()
-
-    threads = [threading.Thread(target=launch, args=(k,)) for k in keys]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=600)
-    assert results == {k: True for k in keys}
-    for key in keys:
-        assert table_path(home, "rvp_evidence_frames", key).exists()
-    first = _tables(home)
-    with dg.execute_job(dg.reconstructable(rvp_evidence_job), instance=instance,
-                        tags={"dagster/partition": keys[0]}) as result:
-        assert result.success
-    assert _tables(home) == first  # re-running a partition: byte-identical outputs
-    instance.dispose()
-
-
-def test_sensor_syncs_case_partitions(demo_warehouse):
-    from dagster_project.defs.resources import BenchlakeSettings
-    from dagster_project.defs.rynn_vp.sensors import rvp_case_partitions_sensor
-
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("rvp_case", ["stale-case"])
-    ctx = dg.build_sensor_context(instance=instance, resources={
-        "benchlake": BenchlakeSettings.from_settings(demo_warehouse)})
-    result = rvp_case_partitions_sensor(ctx)
-    (add, remove) = result.dynamic_partitions_requests
-    cases = sorted(p.name for p in (Path(demo_warehouse.rynn_vp_source_or_demo()) / "cases")
-                   .iterdir())
-    assert sorted(add.partition_keys) == cases and list(remove.partition_keys) == ["stale-case"]
-
-
 @pytest.fixture(scope="module")
 def bad_candidates(demo_inputs, tmp_path_factory):
     home = tmp_path_factory.mktemp("badcands")
@@ -221,7 +168,8 @@ def bad_candidates(demo_inputs, tmp_path_factory):
     step.write_bytes(step.read_bytes()[:200])  # corrupt step image
     shutil.copy(sorted((icases[1] / "steps").iterdir())[0], icases[1] / "steps" / "intro.png")
     settings = settings_for(home, candidates_dir=str(cands))
-    result = materialize(settings, "group:rynn_vp and not kind:dbt", raise_on_error=False)
+    # the Rynn-VP tables and views in this home (the evidence reads the rvp_intervals view)
+    result = materialize(settings, "+group:rynn_vp", raise_on_error=False, checks=False)
     con = connect(settings.home)
     return result, con, {"truncated": vcases[0].name, "zero": vcases[1].name,
                          "corrupt_step": icases[0].name, "non_numeric": icases[1].name,
@@ -241,7 +189,7 @@ def test_bad_candidates_get_a_clear_reason(bad_candidates, kind, words):
     assert any(words.lower() in t.lower() for t in reasons + problems), (reasons, problems)
 
 
-def test_other_partitions_proceed(bad_candidates):
+def test_other_cases_proceed(bad_candidates):
     result, con, which = bad_candidates
     assert result.success
     n = con.execute("SELECT count(*) FROM rvp_evaluations WHERE problem IS NULL").fetchone()[0]
@@ -252,41 +200,62 @@ def test_other_partitions_proceed(bad_candidates):
     assert steps >= 1
 
 
+EVIDENCE = "key:raw_rvp_evaluations"  # the evidence multi-asset (all three tables)
+
+
+def _stamps(home: Path) -> dict[str, int]:
+    roots = [home / "evidence"] + [home / "tables" / "raw" / t for t in (
+        "rvp_evidence_frames", "rvp_storyboards", "rvp_evaluations", "rvp_rejects/rvp_evidence")]
+    return {p.relative_to(home).as_posix(): p.stat().st_mtime_ns
+            for root in roots for p in root.rglob("*") if p.is_file()}
+
+
+def _metadata(outcome, key: str) -> dict:
+    [event] = [e for e in outcome.get_asset_materialization_events()
+               if e.asset_key.to_user_string() == key]
+    return {k: v.value for k, v in event.materialization.metadata.items()}
+
+
 def test_only_changed_evaluations_are_extracted_again(demo_warehouse, demo_inputs, tmp_path):
     cands = tmp_path / "cands"
     shutil.copytree(demo_inputs.candidates_root(), cands)
-    home = tmp_path / "home"
-    shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
-    settings = settings_for(home, candidates_dir=str(cands))
-    select = "key:raw_rvp_candidates+ and not kind:dbt and not group:reports"
-    assert materialize(settings, select).success  # new candidate paths: all extracted
+    settings = copy_home(demo_warehouse, tmp_path / "home", candidates_dir=str(cands))
+    home = settings.home
+    select = f"key:raw_rvp_candidates or key:rvp_intervals or {EVIDENCE}"
+    assert materialize(settings, select, checks=False).success  # new paths: all extracted
 
-    def stamps() -> dict[str, int]:
-        roots = [home / "evidence", home / "tables" / "raw" / "rvp_evaluations"]
-        return {p.relative_to(home).as_posix(): p.stat().st_mtime_ns
-                for root in roots for p in root.rglob("*") if p.is_file()}
-
-    first, first_bytes = stamps(), _tables(home)
-    assert materialize(settings, select).success
-    assert stamps() == first  # nothing changed: nothing decoded, nothing rewritten
+    first, first_bytes = _stamps(home), _tables(home)
+    outcome = materialize(settings, select, checks=False)
+    assert outcome.success
+    assert _stamps(home) == first  # nothing changed: nothing decoded, nothing written
+    meta = _metadata(outcome, "raw_rvp_evaluations")
+    assert (meta["parts_written"], meta["evaluations_extracted"]) == (0, 0)
 
     video = sorted(cands.glob("*/*/candidate.mp4"))
     changed, donor = video[0], video[-1]
     shutil.copy(donor, changed)
     system, case_id = changed.parts[-3], changed.parts[-2]
-    assert materialize(settings, select).success
-    after = stamps()
-    rewritten = {p for p in first if after.get(p) != first[p]}
-    assert rewritten, "the changed candidate was not extracted again"
-    assert all(p.startswith(f"evidence/{case_id}/") or p.endswith(f"/{case_id}.parquet")
-               for p in rewritten), rewritten
-    panels = {p for p in rewritten if "/P" in p}
+    outcome = materialize(settings, select, checks=False)
+    assert outcome.success
+    meta = _metadata(outcome, "raw_rvp_evaluations")
+    assert (meta["parts_written"], meta["evaluations_extracted"]) == (1, 1)
+    after = _stamps(home)
+    rewritten = {p for p in after if after[p] != first.get(p)}
+    gone = {p for p in first if p not in after}
+    # the case's four parts, under new names (the old ones removed), and its one evaluation's
+    # images; every other case and evaluation untouched
+    assert {p for p in rewritten if p.startswith("tables/")} == {
+        p for p in after if p.startswith("tables/") and Path(p).name.startswith(f"{case_id}.")}
+    assert len({p for p in rewritten if p.startswith("tables/")}) == len(gone) == 4
+    assert all(Path(p).name.startswith(f"{case_id}.") for p in gone)
+    images = {p for p in rewritten if p.startswith("evidence/")}
+    assert images and all(p.startswith(f"evidence/{case_id}/") for p in images)
+    panels = {p for p in images if "/P" in p}  # S0 and anchors are written again, the same
     assert panels and all(p.startswith(f"evidence/{case_id}/{system}/") for p in panels)
-    con = connect(home)
-    [(fingerprint,)] = con.execute("SELECT candidate_fingerprint FROM rvp_evaluations WHERE "
-                                   "system = ? AND case_id = ?", [system, case_id]).fetchall()
-    import hashlib
-
+    con = connect_raw(home, ["rvp_evaluations"])  # this home's parts (no view rebuilt here)
+    [(fingerprint,)] = con.execute("SELECT candidate_fingerprint FROM raw.rvp_evaluations "
+                                   "WHERE system = ? AND case_id = ?", [system, case_id]
+                                   ).fetchall()
     assert fingerprint == hashlib.sha256(donor.read_bytes()).hexdigest()
 
     # the same tables as extracting everything again from scratch
@@ -295,5 +264,40 @@ def test_only_changed_evaluations_are_extracted_again(demo_warehouse, demo_input
     for sub in ("rvp_evidence_frames", "rvp_storyboards", "rvp_evaluations"):
         shutil.rmtree(home / "tables" / "raw" / sub)
     shutil.rmtree(home / "evidence")
-    assert materialize(settings, select).success
+    assert materialize(settings, select, checks=False).success
     assert _tables(home) == incremental
+
+
+def _frame_stamps(home: Path) -> dict[str, int]:
+    roots = [home / "frames", home / "tables" / "raw" / "vv_frames"]
+    return {p.relative_to(home).as_posix(): p.stat().st_mtime_ns
+            for root in roots for p in root.rglob("*") if p.is_file()}
+
+
+def test_val_frames_are_decoded_once_per_video(demo_warehouse, tmp_path):
+    settings = copy_home(demo_warehouse, tmp_path / "home")
+    home = settings.home
+    select = "key:raw_vv_videos or key:raw_vv_frame_plan or key:raw_vv_frames"
+    first = _frame_stamps(home)
+    outcome = materialize(settings, select, checks=False)
+    assert outcome.success
+    assert _frame_stamps(home) == first  # the parts are named alike in a copied home
+    assert _metadata(outcome, "raw_vv_frames")["parts_written"] == 0
+    # one video with other bytes (the same frames): exactly its part and images again
+    con = connect_raw(home, ["vv_frame_plan"])
+    [(video,)] = con.execute("SELECT min(video_path) FROM raw.vv_frame_plan WHERE error IS NULL"
+                             ).fetchall()
+    path = Path(video)
+    assert path.is_relative_to(home)
+    path.write_bytes(path.read_bytes() + b"\0" * 16)  # trailing bytes: still the same video
+    outcome = materialize(settings, select, checks=False)
+    assert outcome.success
+    meta = _metadata(outcome, "raw_vv_frames")
+    assert (meta["parts_written"], meta["parts_removed"]) == (1, 1)
+    after = _frame_stamps(home)
+    new = {p for p in after if after[p] != first.get(p)}
+    gone = {p for p in first if p not in after}
+    stem = Path(video).stem
+    assert [p for p in new if p.startswith("tables/")] and all(
+        f".{stem}." in p for p in new | gone)
+    assert len([p for p in gone if p.startswith("tables/")]) == 1

@@ -8,17 +8,25 @@ import shutil
 from pathlib import Path
 
 import dagster as dg
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from benchlake_demo.rvp_judgments import demo_expectations
 from dagster_project.defs.resources import BenchlakeSettings
 from dagster_project.runner import materialize
+from dagster_project.rynn_vp.packets import CANDIDATE_ROLES, packet_store
+from dagster_project.tables import table_path
 from dagster_project.warehouse.catalog import connect
-from tests.conftest import settings_for
+from tests.conftest import copy_home, settings_for
 
 JUDGING = ("key:raw_rvp_gt_fingerprints or key:raw_rvp_judgment_files or key:raw_rvp_judgments or "
            "key:raw_rvp_hallucinations or key:raw_rvp_judgment_rejects or key:raw_rvp_gt_compilations or "
            "key:raw_rvp_stages or key:raw_rvp_judge_packets")
+# The views these tests read, rebuilt in the test's home (a copied catalog names the original's
+# Parquet).
+JUDGING_VIEWS = ("(+key:rvp_judgments or +key:rvp_judgment_files or +key:rvp_judgment_rejects "
+                 "or +key:rvp_gt_cache or +key:rvp_judge_packets) and kind:dbt")
 
 
 def q(con, sql, params=()):
@@ -121,7 +129,7 @@ def test_skill_prompts_are_used_unchanged(tmp_path):
 def judging_home(demo_warehouse, tmp_path):
     """A copy of the demo warehouse with a private, writable judgments folder."""
     home = tmp_path / "home"
-    shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
+    shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster", ".built"))
     drop = tmp_path / "judgments"
     shutil.copytree(demo_warehouse.judgments_root(), drop)
     for sub in ("rvp_judgment_files.parquet", "rvp_judgments.parquet"):
@@ -131,7 +139,7 @@ def judging_home(demo_warehouse, tmp_path):
 
 def test_a_changed_file_is_a_new_version_never_an_overwrite(judging_home):
     settings, drop = judging_home
-    assert materialize(settings, JUDGING).success
+    assert materialize(settings, f"{JUDGING} or {JUDGING_VIEWS}", checks=False).success
     con = connect(settings.home)
     before = q(con, "SELECT * FROM rvp_judgments WHERE source_file = 'judge-run-b.jsonl'")
     lines = (drop / "judge-run-b.jsonl").read_text().splitlines()
@@ -140,7 +148,7 @@ def test_a_changed_file_is_a_new_version_never_an_overwrite(judging_home):
     changed["metrics"]["VQ"] = 12.5
     # v2 of the file: first line edited into a new attempt, another line removed
     (drop / "judge-run-b.jsonl").write_text("\n".join([json.dumps(changed), *lines[2:]]) + "\n")
-    assert materialize(settings, JUDGING).success
+    assert materialize(settings, f"{JUDGING} or {JUDGING_VIEWS}", checks=False).success
     con = connect(settings.home)
     files = q(con, "SELECT version, is_current FROM rvp_judgment_files "
                    "WHERE source_file = 'judge-run-b.jsonl' ORDER BY version")
@@ -193,7 +201,7 @@ def test_changed_gt_input_invalidates_the_cache(demo_inputs, tmp_path):
     settings = settings_for(tmp_path / "home", rynn_vp_source=str(root),
                             judgments_dir=str(demo_inputs.judgments_root()),
                             candidates_dir=str(demo_inputs.candidates_root()))
-    assert materialize(settings, "group:rynn_vp and not kind:dbt").success
+    assert materialize(settings, "+group:rynn_vp", checks=False).success
     con = connect(settings.home)
     row = q(con, "SELECT cached, stale_compilations FROM rvp_gt_cache WHERE case_id = ?",
             [case.name])[0]
@@ -207,33 +215,44 @@ def test_changed_gt_input_invalidates_the_cache(demo_inputs, tmp_path):
     assert others == [{"gt_cached": True}]
 
 
-def test_packets_are_rebuilt_only_when_their_inputs_change(demo_warehouse, tmp_path):
-    """A run over unchanged inputs keeps every packet file as it is (same mtime, same bytes);
-    a missing packet, or a changed input table, builds them again."""
-    home = tmp_path / "home"
-    shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
-    settings = settings_for(home)
-    assert materialize(settings, "key:raw_rvp_judge_packets").success  # packets in this home
-    files = sorted(settings.packets_dir.rglob("*.json"))
-    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
-    assert materialize(settings, "key:raw_rvp_judge_packets").success
-    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files} == before
-    files[0].unlink()
-    assert materialize(settings, "key:raw_rvp_judge_packets").success
-    assert files[0].read_bytes() == before[files[0]][1]  # built again, the same
-    # any change to an input table's bytes is a new fingerprint: the packets are built again
-    from dagster_project.rynn_vp.packets import inputs_fingerprint, packets_unchanged
-    from dagster_project.rynn_vp.snapshot import snapshot_root
-    from dagster_project.tables import table_files
+def _packet_stamps(settings) -> dict[str, int]:
+    roots = [settings.packets_dir, packet_store(settings.cache_dir).folder]
+    return {p.relative_to(settings.home).as_posix(): p.stat().st_mtime_ns
+            for root in roots for p in root.rglob("*") if p.is_file()}
 
-    root = snapshot_root(settings.home)[0]
-    fingerprint = inputs_fingerprint(settings.home, root)
-    assert packets_unchanged(settings.packets_dir, fingerprint)
-    intervals = table_files(settings.home, "rvp_intervals")[0]
-    saved = intervals.read_bytes()
-    intervals.write_bytes(saved + b"\0")
-    try:
-        assert not packets_unchanged(settings.packets_dir,
-                                     inputs_fingerprint(settings.home, root))
-    finally:
-        intervals.write_bytes(saved)
+
+def test_packets_are_rebuilt_only_when_their_inputs_change(demo_warehouse, tmp_path):
+    """A run over unchanged inputs writes no packet file and no part (same mtimes); a missing
+    packet builds its unit again, the same; a changed evaluation builds only its five packets."""
+    settings = copy_home(demo_warehouse, tmp_path / "home")
+    select = "key:raw_rvp_judge_packets"
+    before = _packet_stamps(settings)
+    files = sorted(settings.packets_dir.rglob("*.json"))
+    outcome = materialize(settings, select, checks=False)
+    assert outcome.success
+    assert _packet_stamps(settings) == before  # a copied home: the same keys, nothing built
+    [event] = outcome.get_asset_materialization_events()
+    assert event.materialization.metadata["units_built"].value == 0
+    saved = files[0].read_bytes()
+    files[0].unlink()
+    assert materialize(settings, select, checks=False).success
+    assert files[0].read_bytes() == saved  # built again, the same
+    # one evaluation changed (its row in its case's evidence part): its packets only
+    part = sorted(table_path(settings.home, "rvp_evaluations", "_").parent.glob("*.*.parquet"))[0]
+    table = pq.read_table(part)
+    evaluation_id = table.column("evaluation_id")[0].as_py()
+    problems = table.column("problem").to_pylist()
+    problems[0] = "changed for the test"
+    pq.write_table(table.set_column(table.schema.get_field_index("problem"), "problem",
+                                    pa.array(problems, pa.string())), part)
+    stamps = _packet_stamps(settings)
+    assert materialize(settings, select, checks=False).success
+    after = _packet_stamps(settings)
+    changed = {p for p in after if after[p] != stamps.get(p)}
+    system, case_id = evaluation_id.split("/")
+    packets = {p for p in changed if not p.startswith("cache/")}
+    assert packets == {f"packets/{system}/{case_id}/{role}.json" for role in CANDIDATE_ROLES}
+    parts = {p for p in changed if p.startswith("cache/")}
+    assert len(parts) == 1 and Path(parts.pop()).name.startswith(
+        evaluation_id.replace("/", "_") + ".")
+    assert len([p for p in stamps if p not in after]) == 1  # its old part

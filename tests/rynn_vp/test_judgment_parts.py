@@ -8,8 +8,9 @@ import json
 import shutil
 
 from dagster_project.runner import materialize
-from dagster_project.rynn_vp.judgment_parts import context_fingerprint, sync_parts
+from dagster_project.rynn_vp.judgment_parts import context_fingerprint, judgment_store, sync_parts
 from dagster_project.rynn_vp.judgments import ingest
+from tests.conftest import copy_home
 from tests.rynn_vp.test_judgment_records import CTX, PLANNED, STORY, Drop, gt_record
 from tests.rynn_vp.test_judgment_records import record as judgment
 
@@ -37,7 +38,8 @@ def _mixed_files(drop: Drop) -> list:
 def test_replaying_parts_equals_reading_again(tmp_path):
     drop = Drop(tmp_path / "drop")
     files = _mixed_files(drop)
-    parts, written = sync_parts(tmp_path / "parts", files, CTX)
+    store = judgment_store(tmp_path / "cache")
+    parts, written = sync_parts(store, files, CTX)
     assert len(written) == len(files)
     direct = ingest(files, CTX)
     replayed = ingest(files, CTX, parts)
@@ -48,31 +50,42 @@ def test_replaying_parts_equals_reading_again(tmp_path):
                   "duplicate of", "empty"):
         assert words in reasons, words
 
-    again, written = sync_parts(tmp_path / "parts", files, CTX)
-    assert again == parts and written == []  # nothing read again
-    fewer, written = sync_parts(tmp_path / "parts", files[:2], CTX)
-    assert written == [] and sorted(p.name for p in (tmp_path / "parts").iterdir()) == sorted(
+    stamps = {p.name: p.stat().st_mtime_ns for p in store.folder.iterdir()}
+    again, written = sync_parts(store, files, CTX)
+    assert again == parts and written == []  # nothing read again, nothing written
+    assert {p.name: p.stat().st_mtime_ns for p in store.folder.iterdir()} == stamps
+    fewer, written = sync_parts(store, files[:2], CTX)
+    assert written == [] and sorted(p.name for p in store.folder.iterdir()) == sorted(
         p.name for p in fewer.values())  # parts of versions no longer listed are removed
 
     other = dataclasses.replace(CTX, systems=CTX.systems - {STORY})
     assert context_fingerprint(other) != context_fingerprint(CTX)
-    changed, written = sync_parts(tmp_path / "parts", files, other)
+    changed, written = sync_parts(store, files, other)
     assert len(written) == len(files)  # another context: every record checked again
     assert ingest(files, other, changed) == ingest(files, other)
     assert any("unknown system" in r["reason"] for r in ingest(files, other, changed).rejects)
 
 
 def test_the_asset_reads_each_version_once(demo_warehouse, tmp_path):
-    home = tmp_path / "home"
-    shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
-    settings = type(demo_warehouse).from_env({**demo_warehouse.as_env(),
-                                              "BENCHLAKE_HOME": str(home)})
+    drop = tmp_path / "judgments"
+    shutil.copytree(demo_warehouse.judgments_root(), drop)
+    settings = copy_home(demo_warehouse, tmp_path / "home", judgments_dir=str(drop))
+    home = settings.home
+    folder = judgment_store(settings.cache_dir).folder
     select = "key:raw_rvp_judgment_files"
-    assert materialize(settings, select).success
-    parts = {p.name: p.stat().st_mtime_ns for p in settings.judgment_parts_dir.iterdir()}
+    assert materialize(settings, select, checks=False).success  # the copied drop folder
+    parts = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
     tables = {p.name: p.read_bytes() for p in (home / "tables" / "raw").glob("rvp_*.parquet")}
     assert parts
-    assert materialize(settings, select).success
-    assert {p.name: p.stat().st_mtime_ns for p in settings.judgment_parts_dir.iterdir()} == parts
+    assert materialize(settings, select, checks=False).success  # nothing changed
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == parts
     assert {p.name: p.read_bytes()
             for p in (home / "tables" / "raw").glob("rvp_*.parquet")} == tables
+    # one new file: exactly one new part, the others untouched
+    (drop / "late.jsonl").write_text((drop / "judge-run-b.jsonl").read_text().splitlines()[0]
+                                     + "\n")
+    assert materialize(settings, select, checks=False).success
+    after = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    assert {n: t for n, t in after.items() if n in parts} == parts
+    assert [n for n in after if n not in parts] == [n for n in after if n.startswith("late")]
+    assert len(after) == len(parts) + 1

@@ -1,6 +1,7 @@
 """Responses in parts: each file version parsed and scored once; the views over the parts equal
 a plain Python reading of every version in order, whether the files came one at a time or all at
-once; a part whose version is no longer in the folder is removed."""
+once; a part whose version is no longer in the folder is removed; a rerun with nothing changed
+writes no part, and one new version writes exactly its parts (parsed, scored, verl metrics)."""
 
 from __future__ import annotations
 
@@ -10,27 +11,36 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from dagster_project.parts import SCHEMA_PART
 from dagster_project.runner import materialize
 from dagster_project.tables import table_path
 from dagster_project.video_val import response_parts
-from dagster_project.video_val.response_parts import SCHEMA_PART
 from dagster_project.video_val.responses import response_digest
 from dagster_project.warehouse.catalog import connect
-from tests.conftest import settings_for
+from tests.conftest import copy_home
 
 RESPONSES = ("key:raw_vv_response_files or key:raw_vv_responses or key:raw_vv_response_rejects"
              " or key:raw_vv_scored_responses")
+# The views the tests read, rebuilt in the test's home (the copied catalog names the original's
+# Parquet), with the Python assets of the responses.
+VIEWS = ("(+key:vv_scores or +key:vv_sample_metrics or +key:vv_response_rejects "
+         "or +key:vv_responses or +key:vv_scored_responses or key:stg_vv_response_files) "
+         "and kind:dbt")
 TABLES = ("vv_responses", "vv_response_rejects", "vv_scored_responses")
 
 
 def _home(demo_warehouse, tmp_path: Path, drop: Path):
-    home = tmp_path / "home"
-    shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
+    settings = copy_home(demo_warehouse, tmp_path / "home", responses_dir=str(drop))
+    home = settings.home
     table_path(home, "vv_response_files").unlink()
     for name in TABLES:
         shutil.rmtree(table_path(home, name, SCHEMA_PART).parent)
     shutil.rmtree(home / "archive" / "responses", ignore_errors=True)
-    return settings_for(home, responses_dir=str(drop))
+    return settings
+
+
+def _run(settings, select: str = RESPONSES) -> None:
+    assert materialize(settings, select, checks=False).success
 
 
 def _record(uid: str, step: int, response: str, sample: int = 0, run: str = "r") -> str:
@@ -104,12 +114,13 @@ def test_incremental_ingest_equals_the_full_one(demo_warehouse, tmp_path, monkey
         (drop / name).parent.mkdir(parents=True, exist_ok=True)
         (drop / name).write_text(text)
         versions.append((name, 1 + sum(v[0] == name for v in versions), text))
-        assert materialize(settings, RESPONSES).success
+        _run(settings)
         folder = table_path(settings.home, "vv_responses", SCHEMA_PART).parent
         parts = {p.name: p.stat().st_mtime_ns for p in folder.glob("*.parquet")}
         # an earlier version's part is never written again
         assert all(parts.get(p) == t for p, t in parts_before.items()), name
         parts_before = parts
+    _run(settings, VIEWS)
     status, incremental = _observed(settings)
     assert status == _expected(versions, set(uids))
     # all four versions have their parts (the folder holds 3 files; b.jsonl v1 stays archived)
@@ -120,7 +131,7 @@ def test_incremental_ingest_equals_the_full_one(demo_warehouse, tmp_path, monkey
     monkeypatch.setattr(response_parts, "POOL_MIN_ROWS", 0)
     for name in TABLES:
         shutil.rmtree(table_path(settings.home, name, SCHEMA_PART).parent)
-    assert materialize(settings, RESPONSES).success
+    _run(settings, f"{RESPONSES} or {VIEWS}")
     assert _observed(settings)[1] == incremental
 
 
@@ -131,20 +142,58 @@ def test_parts_follow_the_folder_and_parse_once(demo_warehouse, tmp_path):
     con = connect(demo_warehouse.home)
     uid = con.execute("SELECT min(uid) FROM vv_questions").fetchone()[0]
     (drop / "one.jsonl").write_text(_record(uid, 1, "A") + "\n")
-    assert materialize(settings, RESPONSES).success
+    _run(settings)
     folder = table_path(settings.home, "vv_scored_responses", SCHEMA_PART).parent
     [part] = [p for p in folder.glob("*.parquet") if p.stem != SCHEMA_PART]
     stamp = part.stat().st_mtime_ns
-    assert materialize(settings, RESPONSES).success
+    _run(settings)
     assert part.stat().st_mtime_ns == stamp  # nothing changed: nothing scored again
     assert pq.read_metadata(part).num_rows == 1
 
     other = tmp_path / "other"
     other.mkdir()
-    moved = settings_for(settings.home, responses_dir=str(other))
-    assert materialize(moved, RESPONSES).success
+    moved = settings.__class__.from_env({**settings.as_env(), "RESPONSES_DIR": str(other)})
+    _run(moved, f"{RESPONSES} or {VIEWS}")
     con = connect(settings.home)
     assert con.execute("SELECT count(*) FROM vv_scored_responses").fetchone()[0] == 0
     assert not part.exists()  # its version belongs to another folder now
     assert con.execute("SELECT count(*) FROM stg_vv_response_files WHERE NOT is_current"
                        ).fetchone()[0] == 1  # still archived and listed
+
+
+PARTED = ("vv_responses", "vv_response_rejects", "vv_scored_responses", "vv_verl_metrics")
+WITH_METRICS = f"{RESPONSES} or key:raw_vv_verl_metrics or key:vv_scoring_policies"
+
+
+def _stamps(home: Path) -> dict[str, int]:
+    return {f"{name}/{p.name}": p.stat().st_mtime_ns for name in PARTED
+            for p in table_path(home, name, SCHEMA_PART).parent.glob("*.parquet")}
+
+
+def _written(outcome, key: str) -> int:
+    [event] = [e for e in outcome.get_asset_materialization_events()
+               if e.asset_key.to_user_string() == key]
+    return event.materialization.metadata["parts_written"].value
+
+
+def test_a_rerun_writes_nothing_and_a_new_version_only_its_parts(demo_warehouse, tmp_path):
+    drop = tmp_path / "responses"
+    shutil.copytree(demo_warehouse.responses_root(), drop)
+    settings = copy_home(demo_warehouse, tmp_path / "home", responses_dir=str(drop))
+    _run(settings, WITH_METRICS)  # the copied folder: its own versions
+    before = _stamps(settings.home)
+    outcome = materialize(settings, WITH_METRICS, checks=False)
+    assert outcome.success and _stamps(settings.home) == before
+    assert {_written(outcome, f"raw_{name}") for name in PARTED} == {0}
+    # one more verl dump (a copy of one, as a later step): a response part, its rejects, a
+    # scored part and its metrics; nothing else
+    dump = sorted((drop / "verl-grpo").glob("*.jsonl"))[0]
+    (drop / "verl-grpo" / "150.jsonl").write_bytes(dump.read_bytes())
+    outcome = materialize(settings, WITH_METRICS, checks=False)
+    assert outcome.success
+    after = _stamps(settings.home)
+    assert {k: v for k, v in after.items() if k in before} == before
+    new = sorted(k for k in after if k not in before)
+    assert [k.split("/")[0] for k in new] == sorted(PARTED)
+    assert all(k.split("/")[1].startswith("verl-grpo_150.jsonl.v1.") for k in new)
+    assert {_written(outcome, f"raw_{name}") for name in PARTED} == {1}

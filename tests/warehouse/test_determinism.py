@@ -38,9 +38,11 @@ ORDERS = {
     "b": "responses,video_val,candidates,rynn_vp,judgments",
 }
 # Everything a materialization writes except the catalog and dbt's working copy (views with
-# absolute Parquet paths, by design), the Dagster instance (run history), the run markers and
-# the logs.
-COMPARED = ("demo", "tables", "evidence", "frames", "packets", "archive")
+# absolute Parquet paths, by design), the Dagster instance (run history), the run markers, the
+# logs and the file-identity cache (absolute paths and stat identities, by design); the parts
+# kept under cache/ are named and written alike.
+COMPARED = ("demo", "tables", "evidence", "frames", "packets", "archive",
+            "cache/judgment_parts", "cache/packet_parts")
 
 
 def _files(root: Path) -> dict[str, bytes]:

@@ -8,16 +8,15 @@ and the clamping of `rvp_intervals`, which it declares as a dependency.
 """
 
 import dataclasses
-import os
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 import pyarrow.parquet as pq
 
 from dagster_project.defs.resources import (
     BenchlakeSettings,
+    parts_result,
     raw_key,
     started,
     write_and_describe,
@@ -43,12 +42,8 @@ from dagster_project.rynn_vp.checksums import (
     parse_sha256sums,
     verify_snapshot,
 )
-from dagster_project.rynn_vp.evidence import (
-    EVIDENCE_TABLES,
-    MAX_SOURCE_FRAMES,
-    CaseInputs,
-    build_case_evidence,
-)
+from dagster_project.rynn_vp.evidence import EVIDENCE_POLICY_VERSION, EVIDENCE_TABLES
+from dagster_project.rynn_vp.evidence_parts import accepted_cases, sync_evidence
 from dagster_project.rynn_vp.fingerprint import (
     FINGERPRINTS_SCHEMA,
     GT_INPUT_FILES,
@@ -63,37 +58,34 @@ from dagster_project.rynn_vp.ingest import (
     probe_case,
     read_case,
 )
-from dagster_project.rynn_vp.judgment_parts import sync_parts
-from dagster_project.rynn_vp.judgment_records import (
-    CandidateInfo,
-    CaseInfo,
-    EvalContext,
-    SourceFile,
+from dagster_project.rynn_vp.judgment_parts import (
+    CHECKS_VERSION,
+    CONTEXT_INPUTS,
+    eval_context,
+    judgment_store,
+    sync_parts,
 )
+from dagster_project.rynn_vp.judgment_records import SourceFile
 from dagster_project.rynn_vp.judgments import JUDGMENT_TABLES, ingest
 from dagster_project.rynn_vp.packets import (
     PACKET_INPUTS,
-    PACKETS_SCHEMA,
-    build_packets,
-    kept_packets,
+    PACKETS_VERSION,
     load_prompts,
+    packet_store,
     prompts_version,
+    sync_packets,
 )
 from dagster_project.rynn_vp.snapshot import SNAPSHOT_SCHEMA, acquire_snapshot, snapshot_root
 from dagster_project.status import mark_written
 from dagster_project.tables import (
     Reject,
-    connect_raw,
     content_version,
-    read_table,
     rejects_table,
     rows_to_table,
-    stored_path,
     table_files,
     table_path,
     write_table,
 )
-from dagster_project.warehouse import catalog
 
 GROUP = "rynn_vp"
 
@@ -247,7 +239,7 @@ def rvp_media(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     started(context, benchlake)
     root, _ = snapshot_root(benchlake.settings().home)
     rows, rejects = [], []
-    cache = benchlake.settings().cache_dir
+    cache = benchlake.settings().file_cache
     with ThreadPoolExecutor(max_workers=2) as pool:
         for row, rej in pool.map(lambda d: probe_case(d, cache), list_case_dirs(root)):
             if row is not None:
@@ -309,157 +301,44 @@ def rvp_candidates(context: dg.AssetExecutionContext, benchlake: BenchlakeSettin
     if s.uses_demo_candidates():
         _demo().ensure_candidates_demo(s)
     root = s.open_drop_folder("CANDIDATES_DIR")
-    rows, rejects = scan_candidates(root, set(_accepted_cases(benchlake)), s.cache_dir)
+    rows, rejects = scan_candidates(root, set(accepted_cases(s.home)), s.file_cache)
     _write_rejects(benchlake, "rvp_candidates", rejects)
     return write_and_describe(context, benchlake,
         "rvp_candidates", rows_to_table(rows, CANDIDATES_SCHEMA),
                               systems=len({r["system"] for r in rows}), rejects=len(rejects))
 
 
-def _accepted_cases(benchlake: BenchlakeSettings) -> list[str]:
-    """The case ids `raw_rvp_cases` accepted."""
-    return sorted(benchlake.read("rvp_cases", ["case_id"]).column(0).to_pylist())
-
-
-def _case_inputs(benchlake: BenchlakeSettings, case_ids: list[str]) -> list[CaseInputs]:
-    """Each case's inputs: its files and digests, its candidates, and its intervals with the Done
-    rule and the clamped extraction times of the `rvp_intervals` view (the rule lives there)."""
-    home = benchlake.settings().home
-    con = catalog.connect(home)
-    root, _ = snapshot_root(home)
-    sums = {r["rel_path"]: r["actual_sha256"] for r in benchlake.read("rvp_checksums").to_pylist()}
-    media = {r["case_id"]: (r["first_frame_s"], r["last_frame_s"])
-             for r in benchlake.read("rvp_media").to_pylist() if r["ok"]}
-    cand = benchlake.read("rvp_candidates").to_pylist()
-    out = []
-    for case_id in case_ids:
-        if case_id not in media:
-            continue  # not an accepted case with media (metadata-only snapshot, or rejected)
-        cur = con.execute("SELECT ordinal, \"interval\", end_s, label, is_done_label "
-                          "FROM rvp_intervals WHERE case_id = ? ORDER BY ordinal", [case_id])
-        cols = [d[0] for d in cur.description]
-        intervals = [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
-        rel = f"cases/{case_id}"
-        out.append(CaseInputs(
-            case_id=case_id, initial_png=str(root / rel / "initial.png"),
-            initial_sha256=sums.get(f"{rel}/initial.png"), gt_mp4=str(root / rel / "gt.mp4"),
-            gt_sha256=sums.get(f"{rel}/gt.mp4"), first_frame_s=media[case_id][0],
-            last_frame_s=media[case_id][1], intervals=intervals,
-            candidates=[c for c in cand if c["case_id"] == case_id]))
-    return out
-
-
-def _previous_evidence(home: Path, case_id: str) -> dict[str, dict]:
-    """The case's evidence rows as last written, by evaluation (empty if none or unreadable)."""
-    paths = {table: table_path(home, table, case_id) for table in EVIDENCE_TABLES}
-    if not all(p.exists() for p in paths.values()):
-        return {}
-    try:
-        tables = {t: read_table(p, home).to_pylist() for t, p in paths.items()}
-    except Exception:  # noqa: BLE001 - an unreadable old part only costs a new extraction
-        return {}
-    out = {ev["evaluation_id"]: {"evaluation": ev, "frames": [], "storyboards": []}
-           for ev in tables["rvp_evaluations"] if ev.get("inputs_fingerprint")}
-    for table, key in (("rvp_evidence_frames", "frames"), ("rvp_storyboards", "storyboards")):
-        for row in tables[table]:
-            if row["evaluation_id"] in out:
-                out[row["evaluation_id"]][key].append(row)
-    return out
-
-
-def _build_and_write(inp: CaseInputs, home: str) -> dict[str, Any]:
-    """One case, in a worker process: extract what changed, then write its three tables and
-    rejects (only when something changed: an unchanged case keeps its files, byte for byte)."""
-    from dagster_project.settings import Settings
-
-    s = Settings(home=Path(home))
-    previous = _previous_evidence(s.home, inp.case_id)
-    out = build_case_evidence(inp, s.evidence_dir / inp.case_id, previous=previous,
-                              home=s.home)
-    reject_path = table_path(s.home, "rvp_rejects", f"rvp_evidence/{inp.case_id}")
-    changed = (bool(out["extracted"]) or len(out["evaluations"]) != len(previous)
-               or not reject_path.exists())
-    for (table, schema), key in zip(EVIDENCE_TABLES.items(),
-                                    ("frames", "storyboards", "evaluations"), strict=True):
-        if changed:
-            write_table(rows_to_table(out[key], schema), table_path(s.home, table, inp.case_id),
-                        home=s.home)
-    if changed:
-        write_table(rejects_table(Reject(stored_path(r["source_file"], s.home) or "",
-                                         r["reason"], r["case_id"], r["stage"])
-                                  for r in out["rejects"]), reject_path)
-    return {k: (len(v) if isinstance(v, list) else v) for k, v in out.items()}
-
-
-_EVIDENCE_KEY = {"rvp_evidence_frames": "frames", "rvp_storyboards": "storyboards",
-                 "rvp_evaluations": "evaluations"}
-
-
 @dg.multi_asset(
     group_name=GROUP,
     specs=[
         dg.AssetSpec(raw_key("rvp_evidence_frames"), kinds={"parquet"},
+                     code_version=EVIDENCE_POLICY_VERSION,
                      deps=[raw_key("rvp_cases"), raw_key("rvp_media"), raw_key("rvp_checksums"),
                            raw_key("rvp_candidates"), dg.AssetKey("rvp_intervals")],
                      description="Every source frame a judge sees, with provenance: S0, GT "
                      "anchors, candidate panels or steps."),
         dg.AssetSpec(raw_key("rvp_storyboards"), kinds={"parquet"},
-                     deps=[raw_key("rvp_candidates")],
+                     code_version=EVIDENCE_POLICY_VERSION, deps=[raw_key("rvp_candidates")],
                      description="Five 2x3 storyboards of the 30 panels per video candidate."),
         dg.AssetSpec(raw_key("rvp_evaluations"), kinds={"parquet"},
-                     deps=[raw_key("rvp_candidates")],
+                     code_version=EVIDENCE_POLICY_VERSION, deps=[raw_key("rvp_candidates")],
                      description="One row per evaluation: clip boundaries, truncation, steps "
                      "shown, evidence gaps, extra evidence."),
     ],
-    check_specs=[dg.AssetCheckSpec(
-        "rvp_evidence_within_budget", asset=raw_key("rvp_evaluations"),
-        description=f"No evaluation uses more than the card's {MAX_SOURCE_FRAMES} source "
-        "frames.")],
 )
 def rvp_evidence(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """The card's evidence policy for every evaluation (system x case), ≤ 50 source frames each,
-    one part per case fanned out over two processes. An evaluation whose inputs (candidate, GT,
-    intervals, `EVIDENCE_POLICY_VERSION`) are unchanged is not decoded again: its
-    `inputs_fingerprint` matches (`evaluations_extracted` says how many were)."""
+    one part per case keyed by the case's inputs (`rynn_vp/evidence_parts.py`): an unchanged
+    case is not touched, a changed one decodes only the evaluations whose inputs changed
+    (`evaluations_extracted`), fanned out over two processes."""
     started(context, benchlake)
-    s = benchlake.settings()
-    inputs = _case_inputs(benchlake, _accepted_cases(benchlake))
-    totals = {"frames": 0, "storyboards": 0, "evaluations": 0, "extracted": 0}
-    workers = min(2, os.cpu_count() or 1, max(1, len(inputs)))
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        results = pool.map(_build_and_write, inputs, [str(s.home)] * len(inputs))
-        for done, counts in enumerate(results, 1):
-            for k in totals:
-                totals[k] += counts[k]
-            if done % 25 == 0 or done == len(inputs):
-                context.log.info(f"evidence: {done}/{len(inputs)} cases, "
-                                 f"{totals['extracted']} evaluations extracted")
-    wanted = {inp.case_id for inp in inputs}
-    for table in (*EVIDENCE_TABLES, "rvp_rejects/rvp_evidence"):
-        folder = table_path(s.home, table, "_").parent
-        for part in folder.glob("*.parquet") if folder.is_dir() else []:
-            if part.stem not in wanted:  # a case no longer accepted
-                part.unlink()
-    for table, key in _EVIDENCE_KEY.items():
-        mark_written(s.home, table, context.run.run_id, totals[key])
-        extra = {"evaluations_extracted": totals["extracted"]} if key == "evaluations" else {}
-        yield dg.MaterializeResult(
-            asset_key=raw_key(table),
-            metadata={"dagster/row_count": totals[key], "cases": len(inputs),
-                      "path": dg.MetadataValue.path(str(table_path(s.home, table, "_").parent)),
-                      **extra},
-            data_version=dg.DataVersion(content_version(s.home, table)))
-    yield _budget_check(s.home)
-
-
-def _budget_check(home: Path) -> dg.AssetCheckResult:
-    con = connect_raw(home, ["rvp_evaluations"])
-    over, worst = con.execute(
-        f"SELECT count(*) FILTER (WHERE n_source_frames > {MAX_SOURCE_FRAMES}), "
-        "max(n_source_frames) FROM raw.rvp_evaluations").fetchone()
-    return dg.AssetCheckResult(asset_key=raw_key("rvp_evaluations"),
-                               check_name="rvp_evidence_within_budget", passed=not over,
-                               metadata={"max_source_frames": worst or 0, "over_budget": over})
+    result = sync_evidence(benchlake.settings().home, context.log.info)
+    for table in EVIDENCE_TABLES:
+        extra = ({"evaluations_extracted": result.extracted} if table == "rvp_evaluations"
+                 else {})
+        yield parts_result(context, benchlake, table, cases=result.cases,
+                           parts_written=len(result.built), parts_removed=len(result.removed),
+                           **extra)
 
 
 REJECTING_STAGES = ("rvp_checksums", "rvp_media", "rvp_cases", "rvp_candidates",
@@ -518,47 +397,15 @@ def rvp_gt_fingerprints(context: dg.AssetExecutionContext, benchlake: BenchlakeS
                               prompt_version=prompts.version, prompt_source=prompts.source)
 
 
-_CONTEXT_INPUTS = ("rvp_cases", "rvp_intervals", "rvp_candidates", "rvp_evidence_frames",
-                   "rvp_storyboards", "rvp_gt_fingerprints")
-
-
-def _context(benchlake: BenchlakeSettings) -> EvalContext:
-    """What a judgment is checked against: the raw tables it names."""
-    con = connect_raw(benchlake.settings().home, _CONTEXT_INPUTS)
-    cases = {}
-    for case_id, plan in con.execute("SELECT case_id, has_explicit_plan FROM raw.rvp_cases"
-                                     ).fetchall():
-        cases[case_id] = [plan, set()]
-    for case_id, interval in con.execute("SELECT case_id, \"interval\" FROM raw.rvp_intervals"
-                                         ).fetchall():
-        cases[case_id][1].add(interval)
-    candidates = {
-        (s, c): CandidateInfo(m, frozenset(steps or []))
-        for s, c, m, steps in con.execute(
-            "SELECT system, case_id, modality, step_ids FROM raw.rvp_candidates").fetchall()}
-    evidence: dict[str, set[str]] = {}
-    for ev, eid in con.execute("SELECT evaluation_id, evidence_id FROM raw.rvp_evidence_frames "
-                               "UNION ALL SELECT evaluation_id, evaluation_id || '#SB' || "
-                               "storyboard_no FROM raw.rvp_storyboards").fetchall():
-        evidence.setdefault(ev, set()).add(eid)
-    prints = dict(con.execute("SELECT case_id, fingerprint FROM raw.rvp_gt_fingerprints"
-                              ).fetchall())
-    return EvalContext(
-        systems=frozenset(s for s, _ in candidates),
-        cases={c: CaseInfo(bool(p), frozenset(i)) for c, (p, i) in cases.items()},
-        candidates=candidates,
-        evidence_ids={k: frozenset(v) for k, v in evidence.items()},
-        gt_fingerprints=prints,
-    )
-
-
 JUDGMENT_RECORD_TABLES = {"rvp_judgment_files": VERSIONS_SCHEMA, **JUDGMENT_TABLES}
 
 
 @dg.multi_asset(
     group_name=GROUP,
     specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"},
-                        deps=[*(raw_key(t) for t in _CONTEXT_INPUTS), judgments_dir])
+                        deps=[*(raw_key(t) for t in CONTEXT_INPUTS), judgments_dir],
+                        # what is replayed from the checked parts follows their version
+                        code_version=None if name == "rvp_judgment_files" else CHECKS_VERSION)
            for name in JUDGMENT_RECORD_TABLES],
 )
 def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
@@ -573,12 +420,11 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
         _demo().ensure_judgments_demo(s)
     root = s.open_drop_folder("JUDGMENTS_DIR")
     versions = archive_versions(s.archive_dir / "judgments", root,
-                                benchlake.table_path("rvp_judgment_files"), s.home,
-                                s.stat_cache("judgments"))
+                                benchlake.table_path("rvp_judgment_files"), s.home, s.file_cache)
     files = [SourceFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
              for v in versions_of(versions, root)]
-    ctx = _context(benchlake)
-    parts, written = sync_parts(s.judgment_parts_dir, files, ctx)
+    ctx = eval_context(s.home)
+    parts, written = sync_parts(judgment_store(s.cache_dir), files, ctx)
     context.log.info(f"{len(written)} file versions read and checked, "
                      f"{len(files) - len(written)} replayed from their parts")
     result = ingest(files, ctx, parts)
@@ -594,19 +440,18 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
 
 
 @dg.asset(key=raw_key("rvp_judge_packets"), group_name=GROUP, kinds={"parquet", "json"},
-          deps=[*(raw_key(t) for t in PACKET_INPUTS), rvp_prompts])
+          deps=[*(raw_key(t) for t in PACKET_INPUTS), rvp_prompts], code_version=PACKETS_VERSION)
 def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """One packet per (system, case, role) for the five candidate roles, and one GT compilation
-    packet per case: JSON plus the evidence files it names, under `$BENCHLAKE_HOME/packets/`."""
+    packet per case: JSON plus the evidence files it names, under `$BENCHLAKE_HOME/packets/`.
+    Each evaluation's packets (and each case's GT packet) are built once per key of what they
+    are made of (`packets.sync_packets`)."""
     started(context, benchlake)
     s = benchlake.settings()
-    root = snapshot_root(s.home)[0]
-    fingerprint, kept = kept_packets(s.home, s.packets_dir, root,
-                                     benchlake.table_path("rvp_judge_packets"))
-    if kept is not None:
-        return write_and_describe(context, benchlake, "rvp_judge_packets", kept, rebuilt=False,
-                                  packets_dir=dg.MetadataValue.path(str(s.packets_dir)))
-    rows = build_packets(s.home, s.packets_dir, root, fingerprint=fingerprint)
-    return write_and_describe(context, benchlake,
-        "rvp_judge_packets", rows_to_table(rows, PACKETS_SCHEMA),
-                              rebuilt=True, packets_dir=dg.MetadataValue.path(str(s.packets_dir)))
+    result = sync_packets(s.home, s.packets_dir, snapshot_root(s.home)[0],
+                          packet_store(s.cache_dir))
+    context.log.info(f"judge packets: {len(result.built)} units built, "
+                     f"{len(result.removed)} removed")
+    return write_and_describe(context, benchlake, "rvp_judge_packets", result.table,
+                              units_built=len(result.built),
+                              packets_dir=dg.MetadataValue.path(str(s.packets_dir)))

@@ -7,16 +7,15 @@ Each asset `raw_<table>` writes `tables/raw/<table>.parquet`; the logic lives in
 The source parquets are only read, never modified: the remapped paths are new columns.
 """
 
-import os
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
-import pyarrow.parquet as pq
 
 from dagster_project.defs.resources import (
     BenchlakeSettings,
+    parts_result,
     raw_key,
     started,
     write_and_describe,
@@ -31,16 +30,9 @@ from dagster_project.dropfolder import (
 )
 from dagster_project.hub import parse_hub_uri
 from dagster_project.status import mark_written
-from dagster_project.tables import (
-    connect_raw,
-    content_version,
-    rows_to_table,
-    stored_path,
-    table_files,
-    write_table,
-)
+from dagster_project.tables import content_version, rows_to_table, write_table
 from dagster_project.video_val.frame_plan import FRAME_PLAN_SCHEMA, plan_video
-from dagster_project.video_val.frames import VV_FRAMES_SCHEMA, extract_video
+from dagster_project.video_val.frames import FRAMES_VERSION, sync_frames
 from dagster_project.video_val.policies import default_policy
 from dagster_project.video_val.read import (
     QUESTIONS_SCHEMA,
@@ -59,9 +51,11 @@ from dagster_project.video_val.response_parts import (
     sync_parts,
     verl_metric_parts,
 )
-from dagster_project.video_val.responses import ResponseFile
+from dagster_project.video_val.responses import PARSER_VERSION, ResponseFile
 from dagster_project.video_val.schema import SOURCES
+from dagster_project.video_val.scoring import SCORING_VERSION
 from dagster_project.video_val.source import SOURCE_SCHEMA, acquire_val_source
+from dagster_project.video_val.verl_metrics import METRICS_VERSION
 from dagster_project.video_val.videos import VIDEOS_SCHEMA, probe_row
 
 GROUP = "video_val"
@@ -197,7 +191,7 @@ def vv_videos(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
         if q["video_in_roots"]:
             counts[q["video_path"]] = counts.get(q["video_path"], 0) + 1
     with ThreadPoolExecutor(max_workers=2) as pool:
-        cache = benchlake.settings().cache_dir
+        cache = benchlake.settings().file_cache
         rows = list(pool.map(lambda p: probe_row(p, counts[p], cache), sorted(counts)))
     return write_and_describe(context, benchlake, "vv_videos", rows_to_table(rows, VIDEOS_SCHEMA),
                               failed=sum(not r["ok"] for r in rows))
@@ -245,43 +239,16 @@ def vv_frame_plan(context: dg.AssetExecutionContext, config: FramePlanConfig,
 
 
 @dg.asset(key=raw_key("vv_frames"), group_name=GROUP, kinds={"parquet"},
-          deps=[vv_frame_plan, raw_key("vv_questions")])
+          deps=[vv_frame_plan, raw_key("vv_questions")], code_version=FRAMES_VERSION)
 def vv_frames(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
-    """The planned frames of every planned video, at the planned size: one part per
-    data_source, the videos fanned out over two processes."""
+    """The planned frames of every planned video, at the planned size: one part per planned
+    video keyed by the video's content and its plan (`video_val/frames.py`), so an unchanged
+    video is never decoded again; the videos to decode fanned out over two processes."""
     started(context, benchlake)
     s = benchlake.settings()
-    con = connect_raw(s.home, ["vv_frame_plan", "vv_questions"])
-    plans = con.execute("""
-        SELECT DISTINCT q.data_source, p.video_path, p.frame_indices, p.resized_width,
-               p.resized_height, p.patch_size
-        FROM raw.vv_frame_plan p JOIN raw.vv_questions q
-          ON q.video_path = p.video_path AND q.fps IS NOT DISTINCT FROM p.fps
-         AND q.max_frames IS NOT DISTINCT FROM p.max_frames
-         AND q.min_pixels IS NOT DISTINCT FROM p.min_pixels
-         AND q.max_pixels IS NOT DISTINCT FROM p.max_pixels
-        WHERE p.error IS NULL
-        ORDER BY 1, 2, 4, 5""").fetchall()
-    # the stored (home-relative) path names the frame folder: the same in every home
-    jobs = [(source, path, stored_path(path, s.home) or path, list(idx), w, h, patch,
-             str(s.frames_dir / "vv" / source)) for source, path, idx, w, h, patch in plans]
-    rows: dict[str, list[dict]] = {source: [] for source in SOURCES.values()}
-    with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
-        for n, video_rows in enumerate(pool.map(extract_video, jobs), 1):
-            for row in video_rows:
-                rows[row["data_source"]].append(row)
-            if n % 50 == 0 or n == len(jobs):
-                context.log.info(f"val frames: {n}/{len(jobs)} videos")
-    for source, source_rows in rows.items():
-        write_table(rows_to_table(source_rows, VV_FRAMES_SCHEMA),
-                    benchlake.table_path("vv_frames", source), home=s.home)
-    total = sum(len(r) for r in rows.values())
-    mark_written(s.home, "vv_frames", context.run.run_id, total)
-    return dg.MaterializeResult(metadata={
-        "dagster/row_count": total, "videos": len(jobs),
-        **{f"frames/{k}": len(v) for k, v in rows.items()},
-        "path": dg.MetadataValue.path(str(benchlake.table_path("vv_frames", "_").parent))},
-        data_version=dg.DataVersion(content_version(s.home, "vv_frames")))
+    result = sync_frames(s.home, s.file_cache, context.log.info)
+    return parts_result(context, benchlake, "vv_frames", videos=result.videos,
+                        parts_written=len(result.decoded), parts_removed=len(result.removed))
 
 
 RESPONSE_TABLES = ("vv_response_files", "vv_responses", "vv_response_rejects")
@@ -289,23 +256,16 @@ RESPONSE_TABLES = ("vv_response_files", "vv_responses", "vv_response_rejects")
 
 def _parts_result(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings, name: str,
                   result: PartsResult) -> dg.MaterializeResult:
-    """Mark table `name`, kept in parts, written, and say what the UI shows: its rows (from the
-    Parquet footers), how many parts, and what this run wrote and removed."""
-    files = table_files(benchlake.settings().home, name)
-    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    mark_written(Path(benchlake.home), name, context.run.run_id, rows)
-    return dg.MaterializeResult(asset_key=raw_key(name), data_version=dg.DataVersion(
-        content_version(Path(benchlake.home), name)), metadata={
-        "dagster/row_count": rows,
-        "path": dg.MetadataValue.path(str(benchlake.table_path(name, "_schema").parent)),
-        "parts": len(files) - 1, "parts_written": len(result.written),
-        "parts_removed": len(result.removed), "rows_written": result.rows_written})
+    return parts_result(context, benchlake, name, parts_written=len(result.written),
+                        parts_removed=len(result.removed), rows_written=result.rows_written)
 
 
 @dg.multi_asset(
     group_name=GROUP,
     specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"},
-                        deps=[raw_key("vv_questions"), responses_dir])
+                        deps=[raw_key("vv_questions"), responses_dir],
+                        # the parsed parts are keyed by PARSER_VERSION; the file list by none
+                        code_version=None if name == "vv_response_files" else PARSER_VERSION)
            for name in RESPONSE_TABLES],
 )
 def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
@@ -322,7 +282,7 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     root = s.open_drop_folder("RESPONSES_DIR")
     versions = archive_versions(s.archive_dir / "responses", root,
                                 benchlake.table_path("vv_response_files"), s.home,
-                                s.stat_cache("responses"))
+                                s.file_cache)
     yield write_and_describe(context, benchlake, "vv_response_files",
                              rows_to_table(versions, VERSIONS_SCHEMA))
     files = [ResponseFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
@@ -337,7 +297,7 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
 
 
 @dg.asset(key=raw_key("vv_scored_responses"), group_name=GROUP, kinds={"parquet"},
-          deps=[raw_key("vv_responses"), raw_key("vv_questions")])
+          deps=[raw_key("vv_responses"), raw_key("vv_questions")], code_version=SCORING_VERSION)
 def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Every response scored once, part by part: the letter from the last balanced \\boxed{} in
     the last <answer> block, else lmms-eval 0.7.3's extract_mcq_answer, and the format flag under
@@ -354,7 +314,8 @@ def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeS
 
 
 @dg.asset(key=raw_key("vv_verl_metrics"), group_name=GROUP, kinds={"parquet"},
-          deps=[raw_key("vv_scored_responses"), dg.AssetKey("vv_scoring_policies")])
+          deps=[raw_key("vv_scored_responses"), dg.AssetKey("vv_scoring_policies")],
+          code_version=METRICS_VERSION)
 def vv_verl_metrics(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """verl's validation metrics (as verl 0.9.1's process_validation_metrics computes them) of
     every verl dump in RESPONSES_DIR, once per dump: for the variables verl recorded (`acc`,

@@ -1,0 +1,73 @@
+"""The part store: keys readable and deterministic (the same in every home and process), a part
+written once and atomically, the schema part, and `keep` removing what is no longer wanted."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dagster_project.parts import SCHEMA_PART, PartStore
+from dagster_project.tables import path_field
+
+SCHEMA = pa.schema([("name", pa.string()), path_field("image_path")])
+
+
+def test_keys_are_readable_deterministic_and_follow_every_input(tmp_path):
+    store = PartStore(tmp_path / "a", "1")
+    key = store.key("run/x.jsonl.v2", "run/x.jsonl", 2, {"b": 1, "a": [1.5, None]})
+    label, digest = key.rsplit(".", 1)
+    assert label == "run_x.jsonl.v2" and len(digest) == 16
+    assert PartStore.label_of(key) == label
+    # the same inputs in another folder (another home) and another process: the same key
+    assert PartStore(tmp_path / "b", "1").key("run/x.jsonl.v2", "run/x.jsonl", 2,
+                                              {"a": [1.5, None], "b": 1}) == key
+    code = ("from dagster_project.parts import PartStore; print(PartStore('/elsewhere', '1')"
+            ".key('run/x.jsonl.v2', 'run/x.jsonl', 2, {'b': 1, 'a': [1.5, None]}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).parents[1]).stdout.strip()
+    assert out == key
+    others = {store.key("run/x.jsonl.v2", "run/x.jsonl", 3, {"b": 1, "a": [1.5, None]}),
+              store.key("run/x.jsonl.v2", "run/x.jsonl", 2, {"b": 2, "a": [1.5, None]}),
+              PartStore(tmp_path, "2").key("run/x.jsonl.v2", "run/x.jsonl", 2,
+                                           {"b": 1, "a": [1.5, None]})}
+    assert key not in others and len(others) == 3  # any input, or the code version
+
+
+def test_parts_are_written_once_kept_and_removed(tmp_path):
+    home = tmp_path / "home"
+    store = PartStore(home / "tables" / "raw" / "t", "1", SCHEMA)
+    store.ensure_schema()
+    assert pq.read_schema(store.path(SCHEMA_PART)) == SCHEMA
+    assert store.all_keys() == [] and store.rows() == 0
+    a, b = store.key("a", 1), store.key("b", 2)
+    table = pa.table({"name": ["x"], "image_path": [str(home / "img" / "x.jpg")]}, schema=SCHEMA)
+    store.write(a, table, home=home)
+    store.write(b, table, home=home)
+    assert store.has(a) and store.all_keys() == sorted([a, b]) and store.rows() == 2
+    # path columns are stored relative to the home; no temp file is left behind
+    assert pq.read_table(store.path(a)).column("image_path").to_pylist() == ["img/x.jpg"]
+    assert sorted(p.name for p in store.folder.iterdir()) == sorted(
+        [f"{a}.parquet", f"{b}.parquet", f"{SCHEMA_PART}.parquet"])
+    assert store.labelled("a") == [a]
+    assert store.read([b, a], SCHEMA).num_rows == 2
+    stamp = store.path(a).stat().st_mtime_ns
+    assert store.keep([a]) == [b]
+    assert store.all_keys() == [a] and store.path(a).stat().st_mtime_ns == stamp
+    assert store.path(SCHEMA_PART).exists()  # the views keep their columns with no part
+
+
+def test_equal_tables_give_equal_bytes_in_two_homes(tmp_path):
+    files = []
+    for name in ("one", "two"):
+        home = tmp_path / name
+        store = PartStore(home / "parts", "1", SCHEMA)
+        key = store.key("p", "same")
+        store.write(key, pa.table({"name": ["x"], "image_path": [str(home / "i.jpg")]},
+                                  schema=SCHEMA), home=home)
+        files.append(store.path(key))
+    assert files[0].name == files[1].name
+    assert files[0].read_bytes() == files[1].read_bytes()
