@@ -59,7 +59,7 @@ def dagster_instance(settings: Settings) -> dg.DagsterInstance:
 def selected_keys(defs: dg.Definitions, select: str | None) -> list[dg.AssetKey]:
     """The executable assets `select` names (default: `DEFAULT_SELECTION`), with the whole of
     every multi-asset that cannot run a part of itself."""
-    from dagster_project.warehouse.catalog import seeds
+    from dagster_project.warehouse.catalog import nodes
 
     graph = defs.resolve_asset_graph()
     text = select or DEFAULT_SELECTION
@@ -79,21 +79,25 @@ def selected_keys(defs: dg.Definitions, select: str | None) -> list[dg.AssetKey]
         if not node.assets_def.can_subset:
             runnable |= set(node.assets_def.keys)
     # The sources read are observed first (cheap: file identities), so each materialization
-    # records the version of what it read and the UI can tell when it is stale; the rule tables
-    # (dbt seeds, small CSVs) the selected views read are loaded, so a view never misses one.
-    rules = {dg.AssetKey(name) for name in seeds()}
+    # records the version of what it read and the UI can tell when it is stale; the views and
+    # rule tables (dbt seeds) the selected views and assets read come along, so a view never
+    # misses one: the step builds only those not yet built here as now defined
+    # (`catalog.definitions`), the others cost nothing.
+    sql = {dg.AssetKey(n.name) for n in nodes()}
     for key in list(runnable):
         runnable |= {p for p in graph.get(key).parent_keys if graph.get(p).is_observable}
-    runnable |= rules & {a for k in list(runnable) for a in _ancestors(graph, k)}
+    runnable |= sql & {a for k in list(runnable) for a in _ancestors(graph, k, sql)}
     return sorted(runnable)
 
 
-def _ancestors(graph: Any, key: dg.AssetKey) -> set[dg.AssetKey]:
+def _ancestors(graph: Any, key: dg.AssetKey, within: set[dg.AssetKey]) -> set[dg.AssetKey]:
+    """The ancestors of `key` reached through assets of `within` only (the dbt models and
+    seeds: a Python asset's own inputs are its business)."""
     seen: set[dg.AssetKey] = set()
     todo = [key]
     while todo:
         for parent in graph.get(todo.pop()).parent_keys:
-            if parent not in seen:
+            if parent not in seen and parent in within:
                 seen.add(parent)
                 todo.append(parent)
     return seen

@@ -18,12 +18,14 @@ rule tables in `sql/seeds/`) are tables in it; everything else is a view over th
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.metadata
 import json
 import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -62,6 +64,41 @@ class Workspace:
     def env(self) -> dict[str, str]:
         return dbt_env(self.home, self.database)
 
+    @property
+    def _definitions(self) -> Path:
+        return self.folder / "definitions.json"
+
+    def built(self) -> dict[str, str]:
+        """The definitions of the models and seeds this database holds as dbt last built them
+        (unique id -> `definitions()` fingerprint); a relation dropped since is not listed."""
+        try:
+            recorded = json.loads(self._definitions.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return {}
+        con = duckdb.connect(str(self.database), read_only=True)
+        try:
+            present = {r[0] for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+            ).fetchall()}
+        finally:
+            con.close()
+        return {uid: fp for uid, fp in recorded.items() if uid.rsplit(".", 1)[-1] in present}
+
+    def record_results(self, results: Iterable[Mapping[str, Any]]) -> None:
+        """Note the definitions a dbt command just built (`run_results.json`'s results) and
+        forget those whose build failed."""
+        current = definitions(self.home)
+        recorded = self.built()
+        for r in results:
+            uid = r["unique_id"]
+            if uid in current and r["status"] == "success":
+                recorded[uid] = current[uid]
+            elif uid in current:
+                recorded.pop(uid, None)
+        tmp = self._definitions.with_name(f".{self._definitions.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(recorded, indent=0, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, self._definitions)
+
 
 @contextlib.contextmanager
 def workspace(home: Path) -> Iterator[Workspace]:
@@ -80,6 +117,7 @@ def workspace(home: Path) -> Iterator[Workspace]:
                 con.close()
         elif built_for(ws.database) - {_home_text(ws.home)}:
             _rebuild_views(ws)
+            publish(ws)
         yield ws
 
 
@@ -110,6 +148,70 @@ def _rebuild_views(ws: Workspace) -> None:
          "--quiet"], env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:  # a model that fails here fails again, named, in the build
         (ws.folder / "rebuild.log").write_text(done.stdout + done.stderr)
+    # A view dbt could not create here (its raw table is not written yet in this home, or a
+    # model it reads failed) is dropped, never left reading the other home: it is built when
+    # a build selects it.
+    here = _home_text(ws.home)
+    con = duckdb.connect(str(ws.database))
+    try:
+        for name, sql in con.execute("SELECT view_name, sql FROM duckdb_views() "
+                                     "WHERE NOT internal").fetchall():
+            if {m.group(1).replace("''", "'") for m in _READS.finditer(sql)} - {here}:
+                con.execute(f'DROP VIEW IF EXISTS "{name}"')
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    results = ws.target / "run_results.json"
+    if results.exists():
+        ws.record_results(json.loads(results.read_text(encoding="utf-8"))["results"])
+
+
+def definitions(home: Path | str) -> dict[str, str]:
+    """A fingerprint of what each model and seed of the project is, over `home`: its SQL or CSV
+    (dbt's checksum), config and column contract, the macros it calls (transitively), the
+    project file, the dbt and DuckDB versions, and the same of everything it reads, down to
+    the raw tables of this home. A view whose fingerprint is the one recorded when it was last
+    built (`Workspace.built`) is what a new `dbt build` would create again: a view reads the
+    Parquet when it is queried, so new data needs no new view. (dbt's own `state:modified`
+    compares one whole manifest with another; here the state is per relation, since any
+    selection builds some of them, and includes the home the views read.)"""
+    manifest = json.loads(DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
+    macros, nodes, sources = manifest["macros"], manifest["nodes"], manifest["sources"]
+    project = (Path(DBT_PROJECT.project_dir) / "dbt_project.yml").read_bytes()
+    base = [hashlib.sha256(project).hexdigest(), _home_text(home),
+            *(importlib.metadata.version(p) for p in ("dbt-core", "dbt-duckdb", "duckdb"))]
+    done: dict[str, str] = {}
+
+    def digest(value: Any) -> str:
+        return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()
+                              ).hexdigest()
+
+    def macro(uid: str, seen: frozenset[str] = frozenset()) -> str:
+        if uid not in done:
+            m = macros.get(uid, {})
+            inner = [macro(d, seen | {uid}) for d in sorted(m.get("depends_on", {}).get(
+                "macros", [])) if d not in seen | {uid}]
+            done[uid] = digest([m.get("macro_sql"), inner])
+        return done[uid]
+
+    def node(uid: str) -> str:
+        if uid not in done:
+            if uid in sources:
+                s = sources[uid]
+                done[uid] = digest([base, s.get("config"), s.get("external"),
+                                    {c: v.get("data_type") for c, v in s["columns"].items()}])
+            else:
+                n = nodes[uid]
+                dep = n.get("depends_on", {})
+                done[uid] = digest([base, n["checksum"]["checksum"], n["config"],
+                                    {c: (v.get("data_type"), v.get("constraints"))
+                                     for c, v in n["columns"].items()},
+                                    [macro(m) for m in sorted(dep.get("macros", []))],
+                                    [node(p) for p in sorted(dep.get("nodes", []))
+                                     if p in nodes or p in sources]])
+        return done[uid]
+
+    return {uid: node(uid) for uid, n in nodes.items() if n["resource_type"] in ("model", "seed")}
 
 
 def _quote(path: Path | str) -> str:

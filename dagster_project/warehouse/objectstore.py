@@ -30,14 +30,16 @@ def s3_filesystems(endpoint_url: str | None = None, *, key: str | None = None,
     return pafs.S3FileSystem(**kwargs), reader
 
 
-def publish_tables(tables_dir: Path, uri: str, filesystem: pafs.FileSystem) -> list[str]:
-    """Copy every Parquet file under `tables_dir` to `uri` (an `s3://bucket/prefix` URI) with the
-    same relative layout; returns the object paths written."""
+def publish_tables(tables_dir: Path, uri: str, filesystem: pafs.FileSystem,
+                   pattern: str = "*.parquet") -> list[str]:
+    """Copy every file matching `pattern` under `tables_dir` (the Parquet tables, or the status
+    markers) to `uri` (an `s3://bucket/prefix` URI) with the same relative layout; returns the
+    object paths written."""
     parsed = urlparse(uri)
     base = f"{parsed.netloc}/{parsed.path.strip('/')}".rstrip("/")
     filesystem.create_dir(parsed.netloc)  # the bucket (no-op when it exists)
     written = []
-    for path in sorted(tables_dir.rglob("*.parquet")):
+    for path in sorted(tables_dir.rglob(pattern)):
         dest = f"{base}/{path.relative_to(tables_dir).as_posix()}"
         with path.open("rb") as src, filesystem.open_output_stream(dest) as out:
             while chunk := src.read(1 << 20):

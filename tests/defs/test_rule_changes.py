@@ -77,7 +77,7 @@ if step == "materialize":
     out["gt_cache"] = rows("SELECT case_id, count(*) FILTER (is_current) AS current "
                            "FROM rvp_gt_compilations GROUP BY ALL ORDER BY ALL")
     out["packets"] = rows("SELECT DISTINCT prompt_version FROM rvp_judge_packets")
-    out["evaluations"] = rows("SELECT evaluation_id, inputs_fingerprint FROM rvp_evaluations "
+    out["evaluations"] = rows("SELECT evaluation_id, inputs_fingerprint FROM stg_rvp_evaluations "
                               "ORDER BY ALL")
 print(json.dumps(out, default=str))
 '''

@@ -54,6 +54,8 @@ def test_views_read_the_warehouse_from_s3(demo_warehouse, s3_endpoint, tmp_path)
     local = sorted(demo_warehouse.tables_dir.rglob("*.parquet"))
     assert len(written) == len(local) > 20
     assert reader.ls("benchlake/warehouse/tables/raw/rvp_evidence_frames")  # the parts too
+    assert publish_tables(demo_warehouse.home / "status", "s3://benchlake/warehouse/status",
+                          writer, "*.json")  # what benchlake_status reads
     # the dbt project as it is, its profile given the bucket's filesystem
     project = tmp_path / "sql"
     shutil.copytree(SQL_DIR, project, ignore=shutil.ignore_patterns("target", "logs"))

@@ -5,6 +5,7 @@ publishes the catalog (`warehouse/catalog.py`)."""
 
 import contextlib
 import functools
+import graphlib
 import json
 import os
 import re
@@ -51,6 +52,9 @@ class Translator(DagsterDbtTranslator):
         return meta
 
 
+TRANSLATOR = Translator()
+
+
 @contextlib.contextmanager
 def _environment(values: Mapping[str, str]) -> Iterator[None]:
     """dagster-dbt starts dbt with this process's environment: set ours for the call."""
@@ -71,47 +75,77 @@ def _manifest() -> dict[str, Any]:
     return json.loads(DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
 
 
-def _selection(context: dg.AssetExecutionContext) -> list[str]:
-    """The dbt nodes of this step, named explicitly: the selected models and seeds, the data
-    tests of exactly the checks Dagster put in this step, and the unit tests of the selected
-    models. A test that reads two models runs in the step that builds the model it belongs to,
-    after the other one (its check declares that dependency): never early, never skipped."""
+def _step_nodes(context: dg.AssetExecutionContext) -> dict[str, dg.AssetKey]:
+    """The models and seeds Dagster selected in this step, by dbt unique id."""
+    specs = context.assets_def.specs_by_key
+    return {specs[k].metadata[DAGSTER_DBT_UNIQUE_ID_METADATA_KEY]: k
+            for k in context.selected_asset_keys}
+
+
+def _selection(context: dg.AssetExecutionContext, build: set[str]) -> list[str]:
+    """The dbt nodes to run, named explicitly: the models and seeds to (re)build, the data
+    tests of exactly the checks Dagster put in this step, and the unit tests of the models
+    rebuilt. A test that reads two models runs in the step that builds the model it belongs
+    to, after the other one (its check declares that dependency): never early, never
+    skipped."""
     assets_def = context.assets_def
-    ids = {assets_def.specs_by_key[k].metadata[DAGSTER_DBT_UNIQUE_ID_METADATA_KEY]
-           for k in context.selected_asset_keys}
-    ids |= {assets_def.get_spec_for_check_key(k).metadata[DAGSTER_DBT_UNIQUE_ID_METADATA_KEY]
-            for k in context.selected_asset_check_keys}
+    tests = {assets_def.get_spec_for_check_key(k).metadata[DAGSTER_DBT_UNIQUE_ID_METADATA_KEY]
+             for k in context.selected_asset_check_keys}
     nodes = _manifest()
     # unit tests go with the checks: a run without checks (a test of the tables) has neither
     unit = [u for u in nodes.get("unit_tests", {}).values()
-            if set(u["depends_on"]["nodes"]) & ids] if context.selected_asset_check_keys else []
-    found = [nodes["nodes"][i] for i in sorted(ids)] + unit
+            if set(u["depends_on"]["nodes"]) & build] if tests else []
+    found = [nodes["nodes"][i] for i in sorted(build | tests)] + unit
     return sorted(".".join(n["fqn"]) for n in found)
 
 
 def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
            benchlake: BenchlakeSettings) -> Iterator[Any]:
     """`dbt build` of the step's models, seeds and tests in the home's dbt workspace, then the
-    catalog published (`warehouse/catalog.py`). A model that does not build fails the step with
-    its name and DuckDB's message; a test that fails is a failed check."""
+    catalog published (`warehouse/catalog.py`). A model or seed whose definition is the one
+    the workspace already holds (`catalog.definitions`: a view reads the Parquet when queried)
+    is not built again, only tested; it is reported as materialized, with its compiled SQL.
+    A model that does not build fails the step with its name and DuckDB's message; a test that
+    fails is a failed check."""
     home = benchlake.settings().home
     run_id = context.run.run_id
+    wanted = _step_nodes(context)
+    events: list[Any] = []
+    results: list[dict[str, Any]] = []
     with catalog.workspace(home) as ws:
-        # The catalog is a table of its own in benchlake_status: a build that dies leaves it
-        # incomplete (and a marker exists before the status view is first built).
-        mark_started(home, CATALOG, run_id)
-        # Tests exactly as selected (no indirect selection): see `_selection`.
-        env = {**ws.env(), "DBT_INDIRECT_SELECTION": "empty"}
-        with _environment(env):
-            invocation = dbt.cli(["build", "--select", " ".join(_selection(context))],
-                                 context=context, target_path=ws.target, raise_on_error=False)
-            events = list(invocation.stream())
-        results = invocation.get_artifact("run_results.json")["results"]
-        compiled = {r["unique_id"]: r.get("compiled_code") for r in results}
-        catalog.publish(ws)
-        mark_written(home, CATALOG, run_id, len(results))
+        current, built = catalog.definitions(home), ws.built()
+        rebuild = {uid for uid in wanted if built.get(uid) != current[uid]}
+        selection = _selection(context, rebuild)
+        if selection:
+            # The catalog is a table of its own in benchlake_status: a build that dies leaves
+            # it incomplete (and a marker exists before the status view is first built).
+            mark_started(home, CATALOG, run_id)
+            # Tests exactly as selected (no indirect selection): see `_selection`.
+            env = {**ws.env(), "DBT_INDIRECT_SELECTION": "empty"}
+            # Without the context, dagster-dbt adds no selection of its own (it would add every
+            # selected asset, and past 200 nodes copy the project to a temporary folder for a
+            # selector file); its events become the step's outputs and check results here.
+            with _environment(env):
+                invocation = dbt.cli(["build", "--select", " ".join(selection)],
+                                     manifest=_manifest(), dagster_dbt_translator=TRANSLATOR,
+                                     target_path=ws.target, raise_on_error=False)
+                events = [e for raw in invocation.stream_raw_events()
+                          for e in raw.to_default_asset_events(
+                              manifest=_manifest(), dagster_dbt_translator=TRANSLATOR,
+                              context=context, target_path=ws.target, project=DBT_PROJECT)]
+            results = invocation.get_artifact("run_results.json")["results"]
+            ws.record_results(results)
+            catalog.publish(ws)
+            mark_written(home, CATALOG, run_id, len(results))
+    compiled = {r["unique_id"]: r.get("compiled_code") for r in results}
     reader = catalog.connect(home)
     try:
+        # unchanged first, in dependency order: whatever depends on a rebuilt one was rebuilt
+        for uid in (u for u in _ORDER if u in wanted and u not in rebuild):
+            spec = context.assets_def.specs_by_key[wanted[uid]]
+            yield dg.Output(None, output_name=context.assets_def.get_output_name_for_asset_key(
+                spec.key), metadata={"rebuilt": False, **_model_metadata(
+                    spec, {uid: _compiled_before(ws, uid)}, reader)})
         for event in events:
             if isinstance(event, dg.Output):
                 spec = context.assets_def.specs_by_key[
@@ -128,6 +162,13 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
         raise dg.Failure(description=f"dbt build: {'; '.join(errors)}",
                          metadata={"errors": dg.MetadataValue.md(
                              "\n".join(f"- {e}" for e in errors))})
+
+
+def _compiled_before(ws: catalog.Workspace, uid: str) -> str | None:
+    """The compiled SQL the last build of a model left in the workspace's target folder."""
+    node = _manifest()["nodes"][uid]
+    path = ws.target / "compiled" / node["package_name"] / node["original_file_path"]
+    return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
 # Three dbt ops, so that the graph of steps has no cycle and each runs as ONE `dbt build`
@@ -162,10 +203,13 @@ def _python_inputs(manifest: Mapping[str, Any]) -> set[str]:
 # that read one of the first, e.g. relationships to rvp_cases, and no check would exist).
 _NODES = json.loads(MANIFEST.read_text(encoding="utf-8"))["nodes"]
 _PYTHON_INPUTS = _python_inputs({"nodes": _NODES})
+# Every node after the nodes it reads.
+_ORDER = list(graphlib.TopologicalSorter(
+    {uid: set(n["depends_on"].get("nodes", [])) for uid, n in _NODES.items()}).static_order())
 _VIEWS = {n["name"] for n in _NODES.values() if n["resource_type"] == "model"} - _PYTHON_INPUTS
 
 
-@dbt_assets(manifest=MANIFEST, project=DBT_PROJECT, dagster_dbt_translator=Translator(),
+@dbt_assets(manifest=MANIFEST, project=DBT_PROJECT, dagster_dbt_translator=TRANSLATOR,
             name="benchlake_rules", select=_RULES)
 def benchlake_rules(context: dg.AssetExecutionContext, dbt: DbtCliResource,
                     benchlake: BenchlakeSettings):
@@ -173,7 +217,7 @@ def benchlake_rules(context: dg.AssetExecutionContext, dbt: DbtCliResource,
     yield from _build(context, dbt, benchlake)
 
 
-@dbt_assets(manifest=MANIFEST, project=DBT_PROJECT, dagster_dbt_translator=Translator(),
+@dbt_assets(manifest=MANIFEST, project=DBT_PROJECT, dagster_dbt_translator=TRANSLATOR,
             name="benchlake_python_inputs", select=" ".join(sorted(_PYTHON_INPUTS)))
 def benchlake_python_inputs(context: dg.AssetExecutionContext, dbt: DbtCliResource,
                             benchlake: BenchlakeSettings):
@@ -181,7 +225,7 @@ def benchlake_python_inputs(context: dg.AssetExecutionContext, dbt: DbtCliResour
     yield from _build(context, dbt, benchlake)
 
 
-@dbt_assets(manifest=MANIFEST, project=DBT_PROJECT, dagster_dbt_translator=Translator(),
+@dbt_assets(manifest=MANIFEST, project=DBT_PROJECT, dagster_dbt_translator=TRANSLATOR,
             name="benchlake_views", select=" ".join(sorted(_VIEWS)))
 def benchlake_views(context: dg.AssetExecutionContext, dbt: DbtCliResource,
                     benchlake: BenchlakeSettings):
