@@ -79,25 +79,27 @@ def selected_keys(defs: dg.Definitions, select: str | None) -> list[dg.AssetKey]
         if not node.assets_def.can_subset:
             runnable |= set(node.assets_def.keys)
     # The sources read are observed first (cheap: file identities), so each materialization
-    # records the version of what it read and the UI can tell when it is stale; the views and
-    # rule tables (dbt seeds) the selected views and assets read come along, so a view never
-    # misses one: the step builds only those not yet built here as now defined
+    # records the version of what it read and the UI can tell when it is stale. The rule tables
+    # (dbt seeds) the selected assets read and the views the selected views read come along,
+    # so a view never misses one: the step builds only those not yet built here as now defined
     # (`catalog.definitions`), the others cost nothing.
     sql = {dg.AssetKey(n.name) for n in nodes()}
+    rules = {dg.AssetKey(n.name) for n in nodes() if n.resource_type == "seed"}
     for key in list(runnable):
         runnable |= {p for p in graph.get(key).parent_keys if graph.get(p).is_observable}
-    runnable |= sql & {a for k in list(runnable) for a in _ancestors(graph, k, sql)}
+    runnable |= rules & {a for k in list(runnable) for a in _ancestors(graph, k)}
+    runnable |= {a for k in runnable & sql for a in _ancestors(graph, k, sql)}
     return sorted(runnable)
 
 
-def _ancestors(graph: Any, key: dg.AssetKey, within: set[dg.AssetKey]) -> set[dg.AssetKey]:
-    """The ancestors of `key` reached through assets of `within` only (the dbt models and
-    seeds: a Python asset's own inputs are its business)."""
+def _ancestors(graph: Any, key: dg.AssetKey, within: set[dg.AssetKey] | None = None
+               ) -> set[dg.AssetKey]:
+    """The ancestors of `key` (reached through assets of `within` only, if given)."""
     seen: set[dg.AssetKey] = set()
     todo = [key]
     while todo:
         for parent in graph.get(todo.pop()).parent_keys:
-            if parent not in seen and parent in within:
+            if parent not in seen and (within is None or parent in within):
                 seen.add(parent)
                 todo.append(parent)
     return seen

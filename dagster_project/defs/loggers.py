@@ -60,10 +60,12 @@ class _ProgressHandler(logging.Handler):
                 _print(f"      check failed: {name}")
         elif kind == "STEP_FAILURE":
             error = event.event_specific_data.error
+            while error is not None and error.cause is not None:  # the asset's own error
+                error = error.cause
             message = (error.message if error else "").strip().splitlines()
             _print(f"  FAILED {step}: {message[0] if message else 'error'}")
         elif kind == "STEP_SKIPPED":
-            _print(f"  skipped {step} (an upstream step failed or a blocking check did)")
+            _print(f"  skipped {step} (an upstream step failed)")
 
 
 # dagster-dbt's log lines: what it runs is in dbt's log file, named at the end.

@@ -150,7 +150,7 @@ def test_the_graph_of_steps_has_no_cycle():
     defs, graph, _, _ = _graph()
     job = defs.resolve_implicit_global_asset_job_def()
     ops = [n.name for n in job.graph.node_defs]
-    assert {"benchlake_python_inputs", "benchlake_views"} <= set(ops)
+    assert {"benchlake_rules", "benchlake_views"} <= set(ops)
     assert not [n for n in ops if re.search(r"_\d+$", n)], ops  # no op split into layers
     tagged = {n.name for n in nodes() if "python_input" in n.tags}
     for key in graph.get_all_asset_keys():

@@ -171,12 +171,11 @@ def _compiled_before(ws: catalog.Workspace, uid: str) -> str | None:
     return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
-# Three dbt ops, so that the graph of steps has no cycle and each runs as ONE `dbt build`
+# Two dbt ops, so that the graph of steps has no cycle and each runs as ONE `dbt build`
 # (Dagster splits a multi-asset into a step per layer when a Python asset sits between its
-# models): the rule tables (seeds), then the models a Python asset reads (tagged
-# `python_input`, with their upstream models), then every other model.
-# (Each selects nodes of one kind only: tests are never selected but by name, in `_selection`.)
-_RULES = "resource_type:seed"
+# models): first the rule tables (seeds) and the models a Python asset reads (tagged
+# `python_input`, with their upstream models), then every other model. (Each selects its
+# nodes by name: tests are never selected but by name, in `_selection`.)
 
 
 def _python_inputs(manifest: Mapping[str, Any]) -> set[str]:
@@ -203,6 +202,7 @@ def _python_inputs(manifest: Mapping[str, Any]) -> set[str]:
 # that read one of the first, e.g. relationships to rvp_cases, and no check would exist).
 _NODES = json.loads(MANIFEST.read_text(encoding="utf-8"))["nodes"]
 _PYTHON_INPUTS = _python_inputs({"nodes": _NODES})
+_RULES = _PYTHON_INPUTS | {n["name"] for n in _NODES.values() if n["resource_type"] == "seed"}
 # Every node after the nodes it reads.
 _ORDER = list(graphlib.TopologicalSorter(
     {uid: set(n["depends_on"].get("nodes", [])) for uid, n in _NODES.items()}).static_order())
@@ -210,18 +210,11 @@ _VIEWS = {n["name"] for n in _NODES.values() if n["resource_type"] == "model"} -
 
 
 @dbt_assets(manifest=MANIFEST, project=DBT_PROJECT, dagster_dbt_translator=TRANSLATOR,
-            name="benchlake_rules", select=_RULES)
+            name="benchlake_rules", select=" ".join(sorted(_RULES)))
 def benchlake_rules(context: dg.AssetExecutionContext, dbt: DbtCliResource,
                     benchlake: BenchlakeSettings):
-    """The rule tables (`sql/seeds/*.csv`) loaded into the catalog and tested."""
-    yield from _build(context, dbt, benchlake)
-
-
-@dbt_assets(manifest=MANIFEST, project=DBT_PROJECT, dagster_dbt_translator=TRANSLATOR,
-            name="benchlake_python_inputs", select=" ".join(sorted(_PYTHON_INPUTS)))
-def benchlake_python_inputs(context: dg.AssetExecutionContext, dbt: DbtCliResource,
-                            benchlake: BenchlakeSettings):
-    """The models a Python asset reads (a SQL rule it applies), built and tested first."""
+    """The rule tables (`sql/seeds/*.csv`) and the models a Python asset reads (a SQL rule it
+    applies), built and tested before the Python assets that read them."""
     yield from _build(context, dbt, benchlake)
 
 
