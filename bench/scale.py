@@ -95,7 +95,7 @@ def step_main(argv: list[str]) -> None:
         con = connect(settings.home)
         report["pairs"] = con.execute("SELECT count(*) FROM vv_run_pairs").fetchone()[0]
         report["query_s"] = time.perf_counter() - t0
-    elif not materialize(settings, select, log_level="ERROR").success:
+    elif not materialize(settings, select, checks=False).success:
         raise SystemExit(f"{name}: materialization failed")
     report["step_s"] = time.perf_counter() - t0
     print(json.dumps(report))
@@ -152,8 +152,7 @@ def bench_val(args: argparse.Namespace, work: Path) -> list[tuple]:
     qsettings = Settings.from_env({**base_env, "BENCHLAKE_HOME": str(qhome),
                                    "RESPONSES_DIR": str(work / "none")})
     (work / "none").mkdir(exist_ok=True)
-    assert materialize(qsettings, "key:raw_vv_source or key:raw_vv_questions",
-                       log_level="ERROR").success
+    assert materialize(qsettings, "key:raw_vv_source or key:raw_vv_questions", checks=False).success
     con = connect(qhome)
     questions = con.execute("SELECT uid, option_letters, ground_truth FROM vv_questions "
                             "ORDER BY uid").fetchall()
@@ -262,7 +261,7 @@ def bench_judgments(args: argparse.Namespace, work: Path) -> list[tuple]:
     demo = Settings.from_env({"BENCHLAKE_HOME": str(base)})
     if not (base / "tables").exists():
         ensure_demo(demo)
-        assert materialize(demo, "not kind:dbt and not group:reports", log_level="ERROR").success
+        assert materialize(demo, "not kind:dbt and not group:reports", checks=False).success
     drop = work / "judgments"
     if not drop.exists():
         n = _write_judgments(demo.demo_dir / "judgments", drop, args.judgments)

@@ -25,12 +25,9 @@ warnings.filterwarnings("ignore")
 
 
 import duckdb  # noqa: E402
-from dagster_project.defs.rynn_vp.evidence import CANDIDATES_SCHEMA  # noqa: E402
-from dagster_project.defs.rynn_vp.judging import JUDGMENTS_SCHEMA  # noqa: E402
 
-from dagster_project.defs.rynn_vp.assets import CASES_SCHEMA  # noqa: E402
 from dagster_project.rynn_vp.judgment_records import METRIC_COLUMNS  # noqa: E402
-from dagster_project.tables import rows_to_table, write_table  # noqa: E402
+from dagster_project.tables import raw_schema, rows_to_table, write_table  # noqa: E402
 
 SCENES = ["Bedroom", "Living_Room", "Office_Space", "Kitchen", "Bathroom", "Home Office"]
 VIEWS = ["rvp_candidate_scores", "rvp_leaderboard", "rvp_by_scene", "rvp_by_source_group",
@@ -74,11 +71,9 @@ def generate(tables: Path, n_cases: int = 200, n_systems: int = 100, n_runs: int
                         row[col] = round(rng.uniform(20, 95), 1)
                     judgments.append(row)
     home = tables.parent.parent  # tables/raw/<table>.parquet
-    write_table(rows_to_table(cases, CASES_SCHEMA), tables / "rvp_cases.parquet", home=home)
-    write_table(rows_to_table(cands, CANDIDATES_SCHEMA), tables / "rvp_candidates.parquet",
-                home=home)
-    write_table(rows_to_table(judgments, JUDGMENTS_SCHEMA), tables / "rvp_judgments.parquet",
-                home=home)
+    for name, rows in (("rvp_cases", cases), ("rvp_candidates", cands),
+                       ("rvp_judgments", judgments)):
+        write_table(rows_to_table(rows, raw_schema(name)), tables / f"{name}.parquet", home=home)
     return len(judgments)
 
 

@@ -244,14 +244,20 @@ class Node:
 
 def nodes() -> list[Node]:
     """Every model and seed of the project, by name."""
-    manifest = json.loads(DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
+    path = DBT_PROJECT.manifest_path
+    return list(_nodes_of(str(path), path.stat().st_mtime_ns))
+
+
+@cache
+def _nodes_of(manifest_path: str, mtime_ns: int) -> tuple[Node, ...]:
+    manifest = json.loads(Path(manifest_path).read_text(encoding="utf-8"))
     kept = {uid: n for uid, n in manifest["nodes"].items()
             if n["resource_type"] in ("model", "seed")}
-    return sorted((Node(n["name"], n["resource_type"],
-                        tuple(sorted(kept[d]["name"] for d in n.get("depends_on", {})
-                                     .get("nodes", []) if d in kept)),
-                        tuple(n.get("tags", [])), n["original_file_path"])
-                   for n in kept.values()), key=lambda n: n.name)
+    return tuple(sorted((Node(n["name"], n["resource_type"],
+                              tuple(sorted(kept[d]["name"] for d in n.get("depends_on", {})
+                                           .get("nodes", []) if d in kept)),
+                              tuple(n.get("tags", [])), n["original_file_path"])
+                         for n in kept.values()), key=lambda n: n.name))
 
 
 def _nodes(resource_type: str) -> list[str]:
