@@ -4,6 +4,7 @@ purpose."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -73,8 +74,25 @@ def demo_warehouse(demo_inputs: Settings, tmp_path_factory: pytest.TempPathFacto
             shutil.copytree(demo_inputs.demo_dir, home / "demo")
             result = materialize(settings)
             assert result.success, [f.message for f in result.failures()]
+            # what ran, for tests/cli/test_cli.py (the run's instance is ephemeral)
+            (home / ".checks.json").write_text(json.dumps(_checks_of(result)))
             (home / ".built").touch()
     return settings
+
+
+def _checks_of(outcome: Any) -> dict[str, list[str]]:
+    """The checks a run planned and those it evaluated (`asset:check`), and its skipped steps."""
+    out: dict[str, set[str]] = {"planned": set(), "evaluated": set(), "skipped_steps": set()}
+    for record in outcome.instance.all_logs(outcome.run_id):
+        event = record.dagster_event
+        kind = event.event_type_value if event else None
+        if kind in ("ASSET_CHECK_EVALUATION_PLANNED", "ASSET_CHECK_EVALUATION"):
+            data = event.event_specific_data
+            out["planned" if kind.endswith("PLANNED") else "evaluated"].add(
+                f"{data.asset_key.to_user_string()}:{data.check_name}")
+        elif kind == "STEP_SKIPPED":
+            out["skipped_steps"].add(event.step_key or "")
+    return {k: sorted(v) for k, v in out.items()}
 
 
 def dbt_views(sql_dir: Path, home: Path, workdir: Path) -> Any:
@@ -100,7 +118,7 @@ def dbt_views(sql_dir: Path, home: Path, workdir: Path) -> Any:
 
 def copy_home(settings: Settings, dest: Path, **overrides: str) -> Settings:
     """A private, writable copy of a warehouse (without its Dagster history)."""
-    shutil.copytree(settings.home, dest, ignore=shutil.ignore_patterns("dagster", ".built"))
+    shutil.copytree(settings.home, dest, ignore=shutil.ignore_patterns("dagster", ".built", ".checks.json"))
     return settings_for(dest, **overrides)
 
 

@@ -85,3 +85,20 @@ def test_materialize_with_selection_rebuilds_catalog(demo_warehouse, tmp_path):
     assert (home / "dagster" / "dagster.yaml").exists()  # a persistent Dagster home
     bad = run(home, "materialize", "--select", "key:nonexistent_asset_xyz")
     assert bad.returncode != 0
+
+
+def test_a_full_materialize_runs_every_check_and_skips_none(demo_warehouse):
+    """The session's demo warehouse is `benchlake materialize`'s default selection with its
+    checks: every check of every selected asset was planned and evaluated (none skipped, none
+    left out), and no step was skipped."""
+    from dagster_project.runner import definitions, selected_keys
+
+    ran = json.loads((demo_warehouse.home / ".checks.json").read_text())
+    defs = definitions()
+    keys = set(selected_keys(defs, None))
+    expected = {f"{k.asset_key.to_user_string()}:{k.name}"
+                for k in defs.resolve_asset_graph().asset_check_keys if k.asset_key in keys}
+    assert len(expected) > 300  # the dbt data tests and the Python checks
+    assert set(ran["planned"]) == expected
+    assert set(ran["evaluated"]) == expected
+    assert ran["skipped_steps"] == []
