@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,16 @@ def digest(*values: Any) -> str:
     """A SHA-256 of JSON-able values (dict keys sorted; other objects by `str`)."""
     text = json.dumps(values, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def fan_out(build: Callable[[Any], Any], jobs: Sequence[Any], workers: int) -> Iterator[Any]:
+    """`build` of every job (the changed parts of a table) over at most `workers` processes
+    (never more than the cores or the jobs), results in job order."""
+    if not jobs:
+        return
+    n = max(1, min(workers, os.cpu_count() or 1, len(jobs)))
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        yield from pool.map(build, jobs)
 
 
 class PartStore:

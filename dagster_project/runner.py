@@ -59,7 +59,7 @@ def dagster_instance(settings: Settings) -> dg.DagsterInstance:
 def selected_keys(defs: dg.Definitions, select: str | None) -> list[dg.AssetKey]:
     """The executable assets `select` names (default: `DEFAULT_SELECTION`), with the whole of
     every multi-asset that cannot run a part of itself."""
-    from dagster_project.warehouse.catalog import nodes
+    from dagster_project.warehouse.catalog import nodes, seeds
 
     graph = defs.resolve_asset_graph()
     text = select or DEFAULT_SELECTION
@@ -84,7 +84,7 @@ def selected_keys(defs: dg.Definitions, select: str | None) -> list[dg.AssetKey]
     # so a view never misses one: the step builds only those not yet built here as now defined
     # (`catalog.definitions`), the others cost nothing.
     sql = {dg.AssetKey(n.name) for n in nodes()}
-    rules = {dg.AssetKey(n.name) for n in nodes() if n.resource_type == "seed"}
+    rules = {dg.AssetKey(name) for name in seeds()}
     for key in list(runnable):
         runnable |= {p for p in graph.get(key).parent_keys if graph.get(p).is_observable}
     runnable |= rules & {a for k in list(runnable) for a in _ancestors(graph, k)}

@@ -95,7 +95,7 @@ def _checks_of(outcome: Any) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def dbt_views(sql_dir: Path, home: Path, workdir: Path) -> Any:
+def dbt_views(sql_dir: Path, home: Path | str, workdir: Path) -> Any:
     """The views and seeds of the dbt project at `sql_dir` (a copy with other rules, say) built
     by dbt over the tables of `home` into `workdir/benchlake.duckdb`, no test run; a read-only
     connection to them."""

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
-from dagster_project.parts import PartStore
+from dagster_project.parts import PartStore, fan_out
 from dagster_project.rynn_vp.evidence import (
     EVIDENCE_POLICY_VERSION,
     EVIDENCE_TABLES,
@@ -172,14 +171,11 @@ def sync_evidence(home: Path, log: Callable[[str], None] = lambda _: None,
     jobs = [(inp, key, str(home)) for inp, key in zip(inputs, keys, strict=True)
             if not _unchanged(stores, key, home)]
     result = EvidenceResult(cases=len(inputs), built=[job[1] for job in jobs])
-    if jobs:
-        n = max(1, min(workers, os.cpu_count() or 1, len(jobs)))
-        with ProcessPoolExecutor(max_workers=n) as pool:
-            for done, extracted in enumerate(pool.map(build_case, jobs), 1):
-                result.extracted += extracted
-                if done % 25 == 0 or done == len(jobs):
-                    log(f"evidence: {done}/{len(jobs)} changed cases built, "
-                        f"{result.extracted} evaluations extracted")
+    for done, extracted in enumerate(fan_out(build_case, jobs, workers), 1):
+        result.extracted += extracted
+        if done % 25 == 0 or done == len(jobs):
+            log(f"evidence: {done}/{len(jobs)} changed cases built, "
+                f"{result.extracted} evaluations extracted")
     removed = {k for store in stores.values() for k in store.keep(keys)}
     result.removed = sorted(removed)
     result.rows = {name: stores[name].rows() for name in EVIDENCE_TABLES}

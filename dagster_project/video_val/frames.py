@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from dagster_project.dropfolder import file_sha256
 from dagster_project.filecache import DIGEST_KIND, DIGEST_VERSION, remembered
-from dagster_project.parts import PartStore
+from dagster_project.parts import PartStore, fan_out
 from dagster_project.tables import (
     atomic_write_bytes,
     connect_raw,
@@ -140,12 +140,9 @@ def sync_frames(home: Path, file_cache: Path | None,
     jobs = [(v, key, str(home)) for v, key in zip(videos, keys, strict=True)
             if not _unchanged(store, key, home)]
     result = FramesResult(videos=len(videos), decoded=[job[1] for job in jobs])
-    if jobs:
-        n = max(1, min(workers, os.cpu_count() or 1, len(jobs)))
-        with ProcessPoolExecutor(max_workers=n) as pool:
-            for done, _ in enumerate(pool.map(extract_video, jobs), 1):
-                if done % 50 == 0 or done == len(jobs):
-                    log(f"val frames: {done}/{len(jobs)} videos decoded")
+    for done, _ in enumerate(fan_out(extract_video, jobs, workers), 1):
+        if done % 50 == 0 or done == len(jobs):
+            log(f"val frames: {done}/{len(jobs)} videos decoded")
     result.removed = store.keep(keys)
     wanted = set(keys)
     root = images_root(home)

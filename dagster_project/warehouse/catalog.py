@@ -84,10 +84,11 @@ class Workspace:
             con.close()
         return {uid: fp for uid, fp in recorded.items() if uid.rsplit(".", 1)[-1] in present}
 
-    def record_results(self, results: Iterable[Mapping[str, Any]]) -> None:
+    def record_results(self, results: Iterable[Mapping[str, Any]],
+                       current: Mapping[str, str] | None = None) -> None:
         """Note the definitions a dbt command just built (`run_results.json`'s results) and
-        forget those whose build failed."""
-        current = definitions(self.home)
+        forget those whose build failed (`current`: `definitions(home)`, if already read)."""
+        current = definitions(self.home) if current is None else current
         recorded = self.built()
         for r in results:
             uid = r["unique_id"]

@@ -4,7 +4,6 @@ filesystem: no DuckDB extension is downloaded), and the views give the same answ
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -19,7 +18,7 @@ import yaml
 from dagster_project.settings import SQL_DIR
 from dagster_project.warehouse.catalog import connect
 from dagster_project.warehouse.objectstore import publish_tables, s3_filesystems
-from dagster_project.warehouse.project import dbt_env, dbt_executable
+from tests.conftest import dbt_views
 
 VIEWS = ["rvp_dataset_stats", "rvp_leaderboard", "rvp_evidence_frames", "vv_scores",
          "vv_frame_plan", "rvp_judgments"]
@@ -64,14 +63,8 @@ def test_views_read_the_warehouse_from_s3(demo_warehouse, s3_endpoint, tmp_path)
         "fs": "s3", "key": "test", "secret": "test",
         "client_kwargs": {"endpoint_url": s3_endpoint}}]
     (project / "profiles.yml").write_text(yaml.safe_dump(profiles))
+    dbt_views(project, "s3://benchlake/warehouse", tmp_path).close()
     database = tmp_path / "benchlake.duckdb"
-    env = {**os.environ, **dbt_env("s3://benchlake/warehouse", database)}
-    done = subprocess.run(
-        [dbt_executable(), "build", "--select", "resource_type:seed resource_type:model",
-         "--indirect-selection", "empty", "--project-dir", str(project), "--profiles-dir",
-         str(project), "--target-path", str(tmp_path / "target"), "--log-path",
-         str(tmp_path / "logs"), "--quiet"], env=env, capture_output=True, text=True)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     remote = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
                                                 "autoload_known_extensions": False})
     remote.register_filesystem(reader)

@@ -134,7 +134,7 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
                               manifest=_manifest(), dagster_dbt_translator=TRANSLATOR,
                               context=context, target_path=ws.target, project=DBT_PROJECT)]
             results = invocation.get_artifact("run_results.json")["results"]
-            ws.record_results(results)
+            ws.record_results(results, current)
             catalog.publish(ws)
             mark_written(home, CATALOG, run_id, len(results))
     compiled = {r["unique_id"]: r.get("compiled_code") for r in results}
