@@ -66,12 +66,18 @@ def selected_keys(defs: dg.Definitions, select: str | None) -> list[dg.AssetKey]
     try:  # the observed sources count as assets too (`key:judgments_dir+`)
         keys = dg.AssetSelection.from_string(text, include_sources=True).resolve(graph)
     except Exception as error:  # noqa: BLE001 - a syntax error or an unknown key
-        raise ValueError(f"--select {text!r}: {_first_line(str(error))}") from None
+        keys, problem = set(), _first_line(str(error))
+        if "no AssetsDefinition" not in problem:  # an unknown key is explained below
+            raise ValueError(f"--select {text!r}: {problem}") from None
+    unknown = _unknown_names(text, graph)
+    if unknown:  # even beside names that exist: a typo must not shrink the run silently
+        raise ValueError(f"--select {text!r}: " + "; ".join(unknown)
+                         + "; `benchlake ui` lists every asset")
     runnable = {k for k in keys if graph.get(k).is_executable}
     if not runnable:
         names = sorted(k.to_user_string() for k in keys)
         raise ValueError(f"--select {text!r} matches no asset that can be materialized"
-                         + (f" (only {', '.join(names)}, written by other assets)" if names
+                         + (f" (only {_few(names)}, written by other assets)" if names
                             else "; `benchlake ui` lists them, e.g. key:raw_rvp_media+, "
                             "group:video_val, key:rvp_leaderboard"))
     for key in list(runnable):
@@ -90,6 +96,33 @@ def selected_keys(defs: dg.Definitions, select: str | None) -> list[dg.AssetKey]
     runnable |= rules & {a for k in list(runnable) for a in _ancestors(graph, k)}
     runnable |= {a for k in runnable & sql for a in _ancestors(graph, k, sql)}
     return sorted(runnable)
+
+
+_SELECTION_NAME = re.compile(r'(?:(\w+):)?"?([A-Za-z_][\w/.*-]*)"?')
+
+
+def _unknown_names(text: str, graph: Any) -> list[str]:
+    """What `text` names that no asset or group is, each with at most three close matches
+    ("no asset rvp_leaderbord; did you mean rvp_leaderboard?")."""
+    import difflib
+
+    keys = sorted(k.to_user_string() for k in graph.get_all_asset_keys())
+    groups = sorted({graph.get(k).group_name for k in graph.get_all_asset_keys()} - {None})
+    problems = []
+    for kind, name in _SELECTION_NAME.findall(text):
+        if kind not in ("", "key", "group") or name in ("and", "or", "not") or "*" in name:
+            continue
+        known, what = (groups, "group") if kind == "group" else (keys, "asset")
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        problems.append(f"no {what} {name}" + (f"; did you mean {', '.join(close)}?" if close
+                                               else ""))
+    return problems
+
+
+def _few(names: list[str], n: int = 5) -> str:
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 def _ancestors(graph: Any, key: dg.AssetKey, within: set[dg.AssetKey] | None = None

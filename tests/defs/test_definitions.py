@@ -4,6 +4,7 @@ import re
 from dataclasses import fields
 
 import dagster as dg
+import pytest
 
 from dagster_project.defs.resources import BenchlakeSettings
 from dagster_project.runner import definitions
@@ -207,3 +208,22 @@ def test_parted_assets_carry_the_code_version_their_parts_are_keyed_by():
     _, graph, _, _ = _graph()
     got = {name: graph.get(dg.AssetKey(name)).code_version for name in expected}
     assert got == expected
+
+
+@pytest.mark.parametrize("select, says", [
+    ("key:rvp_leaderbord", "no asset rvp_leaderbord; did you mean rvp_leaderboard"),
+    ("rvp_leaderbord+", "no asset rvp_leaderbord; did you mean rvp_leaderboard"),
+    ("group:videoval", "no group videoval; did you mean video_val?"),
+    # a typo beside a name that exists must not shrink the run silently
+    ("key:rvp_cases or key:vv_scroes", "no asset vv_scroes; did you mean vv_scores"),
+    ("key:nonexistent_asset_xyz", "no asset nonexistent_asset_xyz;"),
+    ("key:raw_rvp_cases+ and", "Invalid selection string"),
+])
+def test_a_bad_selection_names_a_few_close_matches(select, says):
+    from dagster_project.runner import definitions, selected_keys
+
+    with pytest.raises(ValueError) as error:
+        selected_keys(definitions(), select)
+    message = str(error.value)
+    assert says in message
+    assert len(message) < 300 and "\n" not in message  # a few names, never the whole catalog
