@@ -111,6 +111,7 @@ def run_materialize(settings: Settings, select: str | None, verbose: bool = Fals
         result = materialize(settings, select, instance=instance, raise_on_error=False,
                              launched_by="benchlake cli", progress=True)
     if not result.success:
+        _print_refusals(settings)
         failed = result.failures()
         for f in failed:
             where = f" (input: {f.input_file})" if f.input_file else ""
@@ -129,12 +130,27 @@ def run_materialize(settings: Settings, select: str | None, verbose: bool = Fals
               f"{time.perf_counter() - started:.1f}s; run {result.run_id}; "
               f"catalog: {settings.catalog_path}; dbt's log: {log_path}",
               soft_wrap=True, markup=False)
+    _print_refusals(settings)
     errors = result.failed_checks()
     if errors:  # the data is there, but something it must satisfy does not hold
         shown = ", ".join(errors[:5]) + (f" and {len(errors) - 5} more" if len(errors) > 5
                                          else "")
         raise CliError(f"{len(errors)} check(s) failed with ERROR severity: {shown}; see "
                        "`benchlake ui` for what each found")
+
+
+def _print_refusals(settings: Settings) -> None:
+    """What the warehouse refuses, per rejects view, whenever anything is (a run that accepted
+    5 of 15 cases must not read like a clean one)."""
+    from dagster_project.warehouse.refusals import refusals, summary
+
+    try:
+        lines = summary(refusals(settings.home))
+    except Exception as error:  # noqa: BLE001 - no catalog (a failed first run): nothing to add
+        first = (str(error).strip().splitlines() or ["?"])[0]
+        lines = [f"(refusals not listed: {first})"] if settings.catalog_path.exists() else []
+    for line in lines:
+        err.print(line, markup=False, soft_wrap=True, highlight=False)
 
 
 @contextlib.contextmanager

@@ -448,6 +448,7 @@ def read_val_parquet(path: Path, expected_data_source: str | None) -> ReadResult
 
     # One to_pylist per column: per-row Arrow slicing is orders of magnitude slower.
     columns = {name: table.column(name).to_pylist() for name in names}
+    first_of: dict[str, str] = {}  # what a row asks -> the uid of the first row asking it
     for row_index in range(table.num_rows):
         raw = {name: values[row_index] for name, values in columns.items()}
         data_source = raw.get("data_source")
@@ -459,6 +460,14 @@ def read_val_parquet(path: Path, expected_data_source: str | None) -> ReadResult
             result.rejects.append(_reject(source_file, "row_rejected", "; ".join(reasons),
                                           row_index, uid, _to_json(raw, RAW_BYTES_LIMIT)))
             continue
+        # A repeated row stays a question of its own (uids are row positions, as the card
+        # counts rows) but is flagged: it weighs twice in every mean.
+        asked = _to_json([out[k] for k in ("data_source", "user_prompt", "video_uri",
+                                           "ground_truth", *VIDEO_SETTINGS)], None)
+        first = first_of.setdefault(asked, uid)
+        if first != uid:
+            notes = [*notes, f"duplicate of {first}: the same prompt, video, video settings and "
+                             "ground truth (kept as its own question; it counts twice)"]
         for note in notes:
             result.rejects.append(_reject(source_file, "noted", note, row_index, uid))
 

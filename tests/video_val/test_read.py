@@ -118,6 +118,19 @@ def test_good_file_reads_all_rows_flat(tmp_path: Path) -> None:
     assert set(EXTRA_INFO_FIELDS) <= set(row)
 
 
+def test_a_repeated_row_is_kept_as_its_own_question_and_flagged(tmp_path: Path) -> None:
+    rows = [_row(0), _row(1), _row(0), _row(2), _row(0)]
+    result = read_val_parquet(_write(tmp_path / MME_FILE, rows), MME)
+    assert [r["uid"] for r in result.rows] == [f"{MME}:{i}" for i in range(5)]
+    flagged = {r["row_index"]: r["reason"] for r in _actions(result, "noted")}
+    assert sorted(flagged) == [2, 4]
+    assert all(reason.startswith(f"duplicate of {MME}:0:") for reason in flagged.values())
+    # Another ground truth is another question, not a duplicate.
+    answer_a = _row(0, reward_model={"ground_truth": "A", "style": "rule"})
+    other = read_val_parquet(_write(tmp_path / MME_FILE, [_row(0), answer_a]), MME)
+    assert not [r for r in _actions(other, "noted") if "duplicate" in r["reason"]]
+
+
 def test_fingerprint_is_sha256_of_file_bytes(tmp_path: Path) -> None:
     path = _good_file(tmp_path)
     result = read_val_parquet(path, MME)
