@@ -249,12 +249,9 @@ def demo(verbose: Annotated[bool, typer.Option("--verbose", "-v",
         FROM vv_questions GROUP BY data_source ORDER BY data_source""")
     _render(cols, rows, "table", title="videorl-video-val (vv_questions)")
     cols, rows = query(settings, """
-        SELECT 'rvp_rejects' AS view, count(*) AS rows FROM rvp_rejects
-        UNION ALL SELECT 'vv_rejects', count(*) FROM vv_rejects WHERE action <> 'noted'""")
-    _render(cols, rows, "table", title="refused inputs")
-    cols, rows = query(settings, """
         SELECT judge_run_id, modality, rank_in_modality AS rank, system,
-               n_scored || '/' || n_cases AS scored, round(final_score, 2) AS final_score,
+               n_scored || '/' || n_cases || ' of ' || n_snapshot_cases AS scored,
+               round(final_score, 2) AS final_score,
                '[' || round(final_score_ci_low, 2) || ', ' || round(final_score_ci_high, 2)
                    || ']' AS "95% CI",
                round(legacy_final_score, 2) AS legacy, round(pi, 2) AS pi, round(vr, 2) AS vr,

@@ -239,7 +239,7 @@ def _manifest(con: duckdb.DuckDBPyConnection, available: set[str], home: Path,
 
     denominators: dict[str, Any] = {}
     for view, keys in (("rvp_leaderboard", ("profile", "judge_run_id", "system", "modality",
-                                             "n_scored", "n_cases")),
+                                             "n_scored", "n_cases", "n_snapshot_cases")),
                        ("vv_scores", ("policy", "run_id", "step", "data_source", "n_rows",
                                       "n_responded"))):
         if view in exports:
