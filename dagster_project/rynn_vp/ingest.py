@@ -203,3 +203,28 @@ def probe_case(case_dir: Path, file_cache: Path | None = None
 # raw_rvp_cases and raw_rvp_intervals: accepted cases and their intervals (read_case)
 CASES_SCHEMA = raw_schema("rvp_cases")
 INTERVALS_SCHEMA = raw_schema("rvp_intervals")
+
+
+# The stages that refuse a case as a whole, in the order they run.
+CASE_STAGES = ("rvp_checksums", "rvp_media", "rvp_cases")
+
+
+def refused_cases(home: Path) -> dict[str, str]:
+    """{case_id: "case refused at <stage>: <file>: <reason>"} for every case the ingest refused
+    (its first refusal, in stage order): what the candidates and judgments of such a case say,
+    instead of calling it unknown."""
+    import pyarrow.parquet as pq
+
+    from dagster_project.tables import table_path
+
+    refused: dict[str, str] = {}
+    for stage in CASE_STAGES:
+        part = table_path(home, "rvp_rejects", stage)
+        if not part.exists():
+            continue
+        rows = pq.read_table(part, columns=["source_file", "case_id", "reason"]).to_pylist()
+        for r in sorted(rows, key=lambda r: (r["case_id"] or "", r["source_file"])):
+            if r["case_id"] and r["case_id"] not in refused:
+                refused[r["case_id"]] = (f"case refused at {stage}: {r['source_file']}: "
+                                         f"{r['reason']}")
+    return refused
