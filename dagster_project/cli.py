@@ -187,6 +187,8 @@ class _Tee:
 def query(settings: Settings, sql: str) -> tuple[list[str], list[tuple]]:
     from dagster_project.warehouse.catalog import connect
 
+    if not sql.strip():
+        raise CliError("the query is empty")
     con = connect(settings.home)
     try:
         cur = con.execute(sql)
@@ -277,6 +279,8 @@ def materialize_cmd(
 ) -> None:
     """Materialize assets (default: all but the exports) and run their checks, as one Dagster
     run; the views are rebuilt and tested by dbt and the catalog published."""
+    if select is not None and not select.strip():  # `--select "$SEL"` with SEL unset
+        raise CliError("--select is empty: leave it out to materialize everything")
     run_materialize(_settings(), select, verbose)
 
 

@@ -41,6 +41,17 @@ def test_sql_error_is_one_line_and_nonzero(demo_warehouse):
     assert done.stderr.strip().count("\n") == 0 and "nope" in done.stderr
 
 
+def test_empty_arguments_are_one_line_errors_not_defaults(tmp_path):
+    """`--select "$SEL"` with SEL unset must not materialize everything; an empty query is
+    named as such (not a Python error)."""
+    for args, says in ((("materialize", "--select", ""), "--select is empty"),
+                       (("sql", "  "), "the query is empty")):
+        done = run(tmp_path / "home", *args)
+        assert done.returncode == 1 and says in done.stderr
+        assert done.stderr.strip().count("\n") == 0
+    assert not (tmp_path / "home" / "tables").exists()  # nothing ran
+
+
 def test_empty_warehouse_is_a_clear_error(tmp_path):
     done = run(tmp_path / "empty", "sql", "SELECT 1")
     assert done.returncode != 0
