@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from benchlake_demo.rynn_vp import write_sha256sums
 from dagster_project.media.probe import probe_video
 from dagster_project.roots import OutsideRoot, Root
 from dagster_project.runner import materialize
@@ -202,7 +203,10 @@ def test_snapshot_links_out_are_refused_and_inside_links_followed(
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     cases = sorted(p.name for p in (root / "cases").iterdir())
-    linked, nested, inner = cases[0], cases[1], cases[2]
+    linked, nested, inner, text = cases[0], cases[1], cases[2], cases[3]
+    # a GT video that is a text file (listed with its checksum: only the probe refuses it)
+    (root / "cases" / text / "gt.mp4").write_text("gt video to follow\n")
+    write_sha256sums(root)  # before any link: the manifest lists the snapshot as it was
     # a case folder linked to a valid case elsewhere (listed in SHA256SUMS.txt as it was)
     shutil.move(root / "cases" / linked, outside / linked)
     (root / "cases" / linked).symlink_to(outside / linked)
@@ -244,6 +248,9 @@ def test_snapshot_links_out_are_refused_and_inside_links_followed(
     assert any(src == "cases/etc" and reason == f"{leaves}: cases/etc -> /etc"
                for src, _, reason in rejects)
     assert not any(src.startswith("cases/etc/") for src, _, _ in rejects)
+    assert (f"cases/{text}/gt.mp4", text, "video probe failed: not a video: text file "
+            "(starts 'gt video to follow')") in rejects
+    assert text not in accepted
     manifest = [reason for src, _, reason in rejects if src == "SHA256SUMS.txt"]
     assert sum("'..'" in r and "elsewhere/gt.mp4" in r for r in manifest) == 1
     assert sum("absolute" in r and "/etc/passwd" in r for r in manifest) == 1

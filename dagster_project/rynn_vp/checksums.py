@@ -263,7 +263,9 @@ def verify_snapshot(
 
     Statuses: ``ok``, ``mismatch``, ``missing`` (listed but absent or unreadable),
     ``not_downloaded`` (listed, absent and ``absent_ok(rel_path)``) and ``unlisted``.
-    ``ignore`` only filters the unlisted scan; listed files are always verified.
+    ``ignore`` only filters the unlisted scan; listed files are always verified. Nothing outside
+    ``root`` is read (`roots`): a listed file behind a link that leaves it is ``missing`` and an
+    unlisted such link ``unlisted``, both with the link and its target as ``problem``.
     Malformed manifest lines go to ``on_problem`` (default: a logged warning).
     Raises `ManifestError` if the manifest cannot be read.
     """
