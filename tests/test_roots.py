@@ -279,3 +279,32 @@ def test_manifest_and_names_read_from_it_stay_inside(rynn_vp_copy: Path, tmp_pat
     assert behind.problem == f"symbolic link leaves RYNN_VP_SOURCE: notes -> {tmp_path}"
     assert "notes" not in statuses  # said once, by the listed file behind it
     assert len([s for s in statuses.values() if s.status == "ok"]) == len(entries)
+
+
+# --- drop folders, through the judgment ingestion ----------------------------------------------
+
+
+def test_judgment_links_leading_out_are_rejects_and_never_read(demo_warehouse, tmp_path) -> None:
+    from tests.rynn_vp.test_judging_assets import JUDGING, JUDGING_VIEWS
+
+    home, drop, outside = tmp_path / "home", tmp_path / "judgments", tmp_path / "elsewhere"
+    shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster", ".built"))
+    shutil.copytree(demo_warehouse.judgments_root(), drop)
+    outside.mkdir()
+    record = next(p for p in sorted(drop.glob("*.jsonl"))).read_text().splitlines()[0]
+    (outside / "secret.jsonl").write_text(record + "\n")  # a valid record, but elsewhere
+    (drop / "leak.jsonl").symlink_to(outside / "secret.jsonl")
+    (drop / "etc").symlink_to(ETC)
+    settings = settings_for(home, judgments_dir=str(drop))
+    assert materialize(settings, f"{JUDGING} or {JUDGING_VIEWS}", checks=False).success
+    con = connect(settings.home)
+    rejects = dict(con.execute("SELECT source_file, reason FROM rvp_judgment_rejects "
+                               "WHERE reason LIKE 'symbolic link%'").fetchall())
+    assert rejects == {
+        "etc": "symbolic link leaves JUDGMENTS_DIR: etc -> /etc",
+        "leak.jsonl": f"symbolic link leaves JUDGMENTS_DIR: leak.jsonl -> "
+                      f"{outside / 'secret.jsonl'}"}
+    files = {r[0] for r in con.execute("SELECT source_file FROM rvp_judgment_files").fetchall()}
+    assert "leak.jsonl" not in files and not any(f.startswith("etc/") for f in files)
+    assert con.execute("SELECT count(*) FROM rvp_judgments WHERE source_file = 'leak.jsonl'"
+                       ).fetchone() == (0,)
