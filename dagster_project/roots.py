@@ -59,10 +59,10 @@ class Root:
         """Why `path` lies outside the root, or None when it lies inside (as written and with
         every link along it resolved)."""
         if not Path(path).is_absolute():
-            return f"path leaves {self.setting}: {path} is not an absolute path"
+            return f"path leads outside {self.setting}: {path} is not an absolute path"
         normal = Path(os.path.normpath(path))
         if not normal.is_relative_to(self.path):
-            return f"path leaves {self.setting}: {path}"
+            return f"path leads outside {self.setting}: {path}"
         # The path as the system resolves it (links first, then `..`), not its normal form.
         real = Path(os.path.realpath(path))
         if real.is_relative_to(self.real):
@@ -71,8 +71,9 @@ class Root:
         for i in range(1, len(parts) + 1):  # name the first link that leads out
             target = Path(os.path.realpath(self.path.joinpath(*parts[:i])))
             if not target.is_relative_to(self.real):
-                return f"symbolic link leaves {self.setting}: {'/'.join(parts[:i])} -> {target}"
-        return f"path leaves {self.setting}: {path} -> {real}"
+                link = "/".join(parts[:i])
+                return f"symbolic link leads outside {self.setting}: {link} -> {target}"
+        return f"path leads outside {self.setting}: {path} -> {real}"
 
     def inside(self, path: Path) -> bool:
         return self.escape(path) is None
@@ -89,8 +90,8 @@ class Root:
         entry, a media name), or OutsideRoot: absolute names, `..` and links that lead out."""
         pure = PurePosixPath(name)
         if not name or pure.is_absolute() or ".." in pure.parts:
-            raise OutsideRoot(f"name {name!r} leaves {self.setting}: names read from files must "
-                              "be relative, without '..'")
+            raise OutsideRoot(f"name {name!r} leads outside {self.setting}: names read from "
+                              "files must be relative, without '..'")
         return self.check(self.path.joinpath(*pure.parts))
 
     def entries(self, folder: Path) -> tuple[list[Path], list[Escape]]:

@@ -121,10 +121,10 @@ def test_links_leading_out_of_a_drop_folder_are_never_listed_hashed_nor_archived
     assert set(changed_files(root, None)[0]) == {v["source_file"] for v in versions}
     assert set(stat_listing(root)) == {v["source_file"] for v in versions}
     assert {e.rel: e.reason for e in escapes(root, "JUDGMENTS_DIR")} == {
-        "etc": "symbolic link leaves JUDGMENTS_DIR: etc -> /etc",
-        "latest/leak.jsonl": "symbolic link leaves JUDGMENTS_DIR: latest/leak.jsonl -> "
+        "etc": "symbolic link leads outside JUDGMENTS_DIR: etc -> /etc",
+        "latest/leak.jsonl": "symbolic link leads outside JUDGMENTS_DIR: latest/leak.jsonl -> "
                              f"{outside / 'secret.jsonl'}",
-        "runs/r1/leak.jsonl": "symbolic link leaves JUDGMENTS_DIR: runs/r1/leak.jsonl -> "
+        "runs/r1/leak.jsonl": "symbolic link leads outside JUDGMENTS_DIR: runs/r1/leak.jsonl -> "
                               f"{outside / 'secret.jsonl'}",
-        "up": f"symbolic link leaves JUDGMENTS_DIR: up -> {tmp_path}",
+        "up": f"symbolic link leads outside JUDGMENTS_DIR: up -> {tmp_path}",
     }

@@ -61,9 +61,9 @@ def test_join_refuses_names_that_leave(tmp_path: Path) -> None:
     walls = Root(root, "CANDIDATES_DIR")
     assert walls.join("a/f.txt") == root / "a" / "f.txt"
     for name in ("../root/a/f.txt", "a/../../x", "/etc/passwd", ""):
-        with pytest.raises(OutsideRoot, match="leaves CANDIDATES_DIR"):
+        with pytest.raises(OutsideRoot, match="leads outside CANDIDATES_DIR"):
             walls.join(name)
-    with pytest.raises(OutsideRoot, match=r"symbolic link leaves CANDIDATES_DIR: out -> /etc$"):
+    with pytest.raises(OutsideRoot, match=r"symbolic link leads outside CANDIDATES_DIR: out -> /etc$"):
         walls.join("out/passwd")
 
 
@@ -82,7 +82,7 @@ def test_walk_follows_inside_links_and_stops_at_links_out_at_any_depth(
     listed.clear()
     walk = Root(root, "JUDGMENTS_DIR").walk()
     assert set(walk.files) == {"a/b/real.txt", "inside/real.txt"}  # the loop walked once
-    leaves = "symbolic link leaves JUDGMENTS_DIR"
+    leaves = "symbolic link leads outside JUDGMENTS_DIR"
     assert {e.rel: e.reason for e in walk.escapes} == {
         "a/b/etc": f"{leaves}: a/b/etc -> /etc",
         "a/b/secret.txt": f"{leaves}: a/b/secret.txt -> {elsewhere / 'secret.txt'}",
@@ -126,10 +126,10 @@ def test_candidate_links_out_are_refused_and_never_read(candidates, listed) -> N
     listed.clear()  # what the scan lists, not the set-up
     rows, rejects = scan_candidates(root, None)
     by_file = {r.source_file: r.reason for r in rejects}
-    assert by_file["linked-system"] == f"symbolic link leaves CANDIDATES_DIR: linked-system -> {other}"
-    assert by_file["etc"] == "symbolic link leaves CANDIDATES_DIR: etc -> /etc"
+    assert by_file["linked-system"] == f"symbolic link leads outside CANDIDATES_DIR: linked-system -> {other}"
+    assert by_file["etc"] == "symbolic link leads outside CANDIDATES_DIR: etc -> /etc"
     assert by_file[f"{system}/{cases[0]}/candidate.mp4"].startswith(
-        f"symbolic link leaves CANDIDATES_DIR: {system}/{cases[0]}/candidate.mp4 -> {outside}")
+        f"symbolic link leads outside CANDIDATES_DIR: {system}/{cases[0]}/candidate.mp4 -> {outside}")
     # the unexpected folder is refused with its own files only (the link out counts none)
     assert "(0 file(s) inside)" in by_file[f"{system}/{cases[1]}/extra"]
     # no row for what lies outside; no reject names anything under /etc
@@ -239,7 +239,7 @@ def test_snapshot_links_out_are_refused_and_inside_links_followed(
     assert inner in probed
     assert linked not in probed and nested not in probed  # their videos never probed
     rejects = con.execute("SELECT source_file, case_id, reason FROM rvp_rejects").fetchall()
-    leaves = "symbolic link leaves RYNN_VP_SOURCE"
+    leaves = "symbolic link leads outside RYNN_VP_SOURCE"
     assert (f"cases/{linked}", linked, f"{leaves}: cases/{linked} -> {outside / linked}") \
         in rejects
     assert any(src == f"cases/{nested}/gt.mp4" and reason == (
@@ -276,7 +276,7 @@ def test_manifest_and_names_read_from_it_stay_inside(rynn_vp_copy: Path, tmp_pat
     statuses = {s.rel_path: s for s in verify_snapshot(root)}
     behind = statuses["notes/secret.txt"]
     assert behind.status == "missing" and behind.actual_sha256 is None  # never hashed
-    assert behind.problem == f"symbolic link leaves RYNN_VP_SOURCE: notes -> {tmp_path}"
+    assert behind.problem == f"symbolic link leads outside RYNN_VP_SOURCE: notes -> {tmp_path}"
     assert "notes" not in statuses  # said once, by the listed file behind it
     assert len([s for s in statuses.values() if s.status == "ok"]) == len(entries)
 
@@ -301,8 +301,8 @@ def test_judgment_links_leading_out_are_rejects_and_never_read(demo_warehouse, t
     rejects = dict(con.execute("SELECT source_file, reason FROM rvp_judgment_rejects "
                                "WHERE reason LIKE 'symbolic link%'").fetchall())
     assert rejects == {
-        "etc": "symbolic link leaves JUDGMENTS_DIR: etc -> /etc",
-        "leak.jsonl": f"symbolic link leaves JUDGMENTS_DIR: leak.jsonl -> "
+        "etc": "symbolic link leads outside JUDGMENTS_DIR: etc -> /etc",
+        "leak.jsonl": f"symbolic link leads outside JUDGMENTS_DIR: leak.jsonl -> "
                       f"{outside / 'secret.jsonl'}"}
     files = {r[0] for r in con.execute("SELECT source_file FROM rvp_judgment_files").fetchall()}
     assert "leak.jsonl" not in files and not any(f.startswith("etc/") for f in files)

@@ -6,8 +6,8 @@ Layout: `<system>/<case_id>/candidate.mp4` (video protocol) or
 Nothing is dropped silently: every file under the root is either part of a row (`path` or
 `step_paths`) or covered by a `Reject` whose `source_file` is that file or a folder holding it
 (an unknown case or an unexpected folder is refused as a whole, not file by file). A symbolic
-link that stays inside the root is followed; one that leads out is refused ("symbolic link leaves
-CANDIDATES_DIR: ...") and nothing behind it is read or listed (`roots`).
+link that stays inside the root is followed; one that leads out is refused ("symbolic link leads
+outside CANDIDATES_DIR: ...") and nothing behind it is read or listed (`roots`).
 
 A candidate whose media is damaged is still listed (ok=False, `problem` says why) and its Reject
 added, because "system X submitted something for case Y that cannot be evaluated" is a result
