@@ -9,6 +9,7 @@ each run and nothing a judge or model wrote can be lost by editing or deleting a
 from __future__ import annotations
 
 import codecs
+import fnmatch
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from dagster_project.filecache import DIGEST_KIND, DIGEST_VERSION, FileCache, Identity
+from dagster_project.roots import Escape, Root
 from dagster_project.tables import raw_schema, read_table, temp_beside
 
 
@@ -34,22 +36,17 @@ def file_sha256(path: Path) -> str:
 
 
 def _files(root: Path) -> list[tuple[str, os.stat_result]]:
-    """(relative path, stat) of every file under `root`, hidden ones and hidden folders left
-    out, sorted; one stat per file (folder symlinks are not followed, as `rglob` does not)."""
-    out = []
-    stack = [(root, "")]
-    while stack:
-        folder, rel = stack.pop()
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.name.startswith("."):
-                    continue
-                name = f"{rel}{entry.name}"
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((Path(entry.path), f"{name}/"))
-                elif entry.is_file():
-                    out.append((name, entry.stat()))
-    return sorted(out, key=lambda item: item[0])
+    """(relative path, stat) of every regular file under `root`, hidden ones and hidden folders
+    left out, sorted; one stat per file. Links that stay inside are followed, links that lead
+    out are not (`roots`; `escapes` names them)."""
+    walk = Root(root, "the drop folder").walk(hidden=False)
+    return [(rel, st) for rel, st in walk.files.items() if st is not None]
+
+
+def escapes(root: Path, setting: str) -> list[Escape]:
+    """The links in drop folder `root` (named by `setting`) that lead out of it: never listed,
+    hashed nor archived, each a refusal with its reason."""
+    return Root(root, setting).walk(hidden=False).escapes if root.is_dir() else []
 
 
 def scan_drop_folder(root: Path, stat_cache: Path | None = None,
@@ -93,15 +90,13 @@ def listing_version(listing: dict[str, str]) -> str:
 
 
 def stat_listing(root: Path, pattern: str = "*") -> dict[str, str]:
-    """{relative path: size and mtime} of the files under `root` matching `pattern`: the
-    identity of a folder too large to hash on every look (a snapshot's videos)."""
-    out = {}
-    for path in sorted(root.rglob(pattern)) if root.is_dir() else []:
-        rel = path.relative_to(root).as_posix()
-        if path.is_file() and not any(part.startswith(".") for part in rel.split("/")):
-            st = path.stat()
-            out[rel] = f"{st.st_size}:{st.st_mtime_ns}"
-    return out
+    """{relative path: size and mtime} of the files under `root` matching `pattern` (a glob on
+    the name): the identity of a folder too large to hash on every look (a snapshot's videos).
+    Links leading out of `root` are not followed (`roots`)."""
+    if not root.is_dir():
+        return {}
+    return {rel: f"{st.st_size}:{st.st_mtime_ns}" for rel, st in _files(root)
+            if fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], pattern)}
 
 
 def archive_copy(src: Path, archive_root: Path) -> str:

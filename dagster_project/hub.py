@@ -13,6 +13,8 @@ from pathlib import Path
 
 import huggingface_hub
 
+from dagster_project.roots import Root
+
 _HUB_URI = re.compile(r"^hf://datasets/(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<rev>[^@\s]+))?/?$")
 
 
@@ -50,4 +52,5 @@ def download_dataset(
         local_dir=str(local_dir),
         allow_patterns=allow_patterns,
     )
-    return Path(path), sha
+    # The download is read as a snapshot root of its own: it must lie in the hub cache.
+    return Root(cache_root, "the hub cache").check(Path(path)), sha

@@ -13,8 +13,10 @@ from pathlib import Path
 from dagster_project.dropfolder import (
     archive_versions,
     changed_files,
+    escapes,
     file_sha256,
     scan_drop_folder,
+    stat_listing,
 )
 
 
@@ -95,3 +97,34 @@ def test_archiving_copies_each_version_once(tmp_path):
     later = archive_versions(archive, root, home / "manifest.parquet", home, cache)
     assert [(r["version"], r["is_current"]) for r in later] == [(1, False), (2, True)]
     assert Path(later[0]["archived_path"]).read_text() == "one\n"  # never overwritten
+
+
+def test_links_leading_out_of_a_drop_folder_are_never_listed_hashed_nor_archived(tmp_path):
+    root, home, outside = tmp_path / "drop", tmp_path / "home", tmp_path / "elsewhere"
+    (root / "runs" / "r1").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.jsonl").write_text('{"secret": true}\n')
+    (root / "a.jsonl").write_text('{"a": 1}\n')
+    (root / "alias.jsonl").symlink_to("a.jsonl")  # stays inside: followed
+    (root / "latest").symlink_to("runs/r1")  # a folder link that stays inside
+    (root / "runs" / "r1" / "step1.jsonl").write_text('{"s": 1}\n')
+    (root / "runs" / "r1" / "leak.jsonl").symlink_to(outside / "secret.jsonl")  # nested, out
+    (root / "etc").symlink_to("/etc")
+    (root / "up").symlink_to("..")  # out through `..`
+    archive = home / "archive"
+    versions = archive_versions(archive, root, home / "manifest.parquet", home,
+                                home / "cache" / "files.sqlite")
+    assert sorted(v["source_file"] for v in versions) == [
+        "a.jsonl", "alias.jsonl", "latest/step1.jsonl", "runs/r1/step1.jsonl"]
+    secret = hashlib.sha256((outside / "secret.jsonl").read_bytes()).hexdigest()
+    assert not (archive / secret).exists()  # never copied
+    assert set(changed_files(root, None)[0]) == {v["source_file"] for v in versions}
+    assert set(stat_listing(root)) == {v["source_file"] for v in versions}
+    assert {e.rel: e.reason for e in escapes(root, "JUDGMENTS_DIR")} == {
+        "etc": "symbolic link leads outside JUDGMENTS_DIR: etc -> /etc",
+        "latest/leak.jsonl": "symbolic link leads outside JUDGMENTS_DIR: latest/leak.jsonl -> "
+                             f"{outside / 'secret.jsonl'}",
+        "runs/r1/leak.jsonl": "symbolic link leads outside JUDGMENTS_DIR: runs/r1/leak.jsonl -> "
+                              f"{outside / 'secret.jsonl'}",
+        "up": f"symbolic link leads outside JUDGMENTS_DIR: up -> {tmp_path}",
+    }

@@ -37,6 +37,48 @@ STILL_IMAGE_CODECS = frozenset({
     "pcx", "sunrast", "hdr", "photocd", "pictor", "psd", "ptx", "vbn", "xwd", "txd",
 })
 
+# Signatures of files that are certainly no video, checked before FFmpeg opens a file: FFmpeg
+# would read a PNG as a one-frame "video", call a text file "moov atom not found", and follow the
+# references of a text playlist (HLS, concat) to other files.
+_MAGIC: tuple[tuple[bytes, int, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", 0, "PNG image"),
+    (b"\xff\xd8\xff", 0, "JPEG image"),
+    (b"GIF87a", 0, "GIF image"),
+    (b"GIF89a", 0, "GIF image"),
+    (b"WEBP", 8, "WebP image"),
+    (b"II*\x00", 0, "TIFF image"),
+    (b"MM\x00*", 0, "TIFF image"),
+    (b"%PDF-", 0, "PDF document"),
+    (b"PK\x03\x04", 0, "ZIP archive"),
+    (b"\x1f\x8b", 0, "gzip archive"),
+)
+_SNIFF_BYTES = 512
+_TEXT_SHOWN = 40
+
+
+def sniff(head: bytes) -> str | None:
+    """What a file whose first bytes are `head` is, when that is certainly not a video ("PNG
+    image", "text file (starts 'hello')"); None for anything else, which FFmpeg then judges (so a
+    damaged real video keeps FFmpeg's own reason)."""
+    for magic, offset, what in _MAGIC:
+        if head[offset:offset + len(magic)] == magic:
+            return what
+    text = head.removeprefix(b"\xef\xbb\xbf")
+    decoded = None
+    # A file longer than `head` may have a multi-byte character cut at its end: still text.
+    for cut in range(4 if len(head) == _SNIFF_BYTES else 1):
+        try:
+            decoded = text[:len(text) - cut].decode("utf-8")
+            break
+        except UnicodeDecodeError:
+            continue
+    if decoded and all(c.isprintable() or c in "\t\n\r\f" for c in decoded):
+        shown = decoded.strip()[:_TEXT_SHOWN]
+        more = "…" if len(decoded.strip()) > _TEXT_SHOWN else ""
+        return f"text file (starts {shown!r}{more})" if shown else "text file (blank)"
+    return None
+
+
 # How many trailing keyframes to try when the last GOP does not decode at all.
 _MAX_TAIL_GOPS = 3
 
@@ -133,7 +175,7 @@ def _seconds(ts: int | None, time_base: Fraction | None) -> float | None:
 
 
 # Bump when probe_video's result for the same bytes changes: cached probes are then redone.
-PROBE_VERSION = "1"
+PROBE_VERSION = "2"
 
 
 def probe_video_cached(path: str | Path, file_cache: Path | None) -> VideoProbe:
@@ -158,7 +200,15 @@ def probe_video(path: str | Path) -> VideoProbe:
     except OSError as exc:
         return _failed(spath, 0, f"cannot open: {exc.strerror or exc}")
     if size == 0:
-        return _failed(spath, 0, "cannot open: empty file (0 bytes)")
+        return _failed(spath, 0, "not a video: empty file (0 bytes)")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except OSError as exc:
+        return _failed(spath, size, f"cannot open: {exc.strerror or exc}")
+    what = sniff(head)
+    if what is not None:
+        return _failed(spath, size, f"not a video: {what}")
     with _capture_libav_logs() as logs:
         try:
             return _probe(spath, size, logs)

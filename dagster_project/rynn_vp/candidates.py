@@ -5,7 +5,9 @@ Layout: `<system>/<case_id>/candidate.mp4` (video protocol) or
 
 Nothing is dropped silently: every file under the root is either part of a row (`path` or
 `step_paths`) or covered by a `Reject` whose `source_file` is that file or a folder holding it
-(an unknown case or an unexpected folder is refused as a whole, not file by file).
+(an unknown case or an unexpected folder is refused as a whole, not file by file). A symbolic
+link that stays inside the root is followed; one that leads out is refused ("symbolic link leads
+outside CANDIDATES_DIR: ...") and nothing behind it is read or listed (`roots`).
 
 A candidate whose media is damaged is still listed (ok=False, `problem` says why) and its Reject
 added, because "system X submitted something for case Y that cannot be evaluated" is a result
@@ -25,6 +27,7 @@ from PIL import Image, UnidentifiedImageError
 from dagster_project.dropfolder import file_sha256
 from dagster_project.filecache import DIGEST_KIND, DIGEST_VERSION, remembered
 from dagster_project.media.probe import probe_video_cached
+from dagster_project.roots import Root
 from dagster_project.tables import Reject, raw_schema
 
 STAGE = "rvp_candidates"
@@ -39,31 +42,33 @@ CANDIDATES_SCHEMA = raw_schema("rvp_candidates")
 
 @dataclass
 class _Scan:
-    root: Path
+    root: Root
     rows: list[dict[str, Any]]
     rejects: list[Reject]
     file_cache: Path | None = None  # where digests and probes of unchanged files are remembered
 
     def rel(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix()
+        return self.root.rel(path)
 
     def reject(self, path: Path, reason: str, case_id: str | None = None) -> None:
         self.rejects.append(Reject(self.rel(path), reason, case_id, STAGE))
 
+    def children(self, folder: Path, case_id: str | None = None) -> list[Path]:
+        """The entries of `folder`; a link among them that leaves the root is refused (with
+        `case_id`), never followed nor listed."""
+        inside, escapes = self.root.entries(folder)
+        self.rejects.extend(Reject(e.rel, e.reason, case_id, STAGE) for e in escapes)
+        return inside
 
-def _children(folder: Path) -> list[Path]:
-    return sorted(folder.iterdir(), key=lambda p: p.name)
-
-
-def _count_files(folder: Path) -> int:
-    return sum(1 for p in folder.rglob("*") if not p.is_dir())
+    def count_files(self, folder: Path) -> int:
+        return self.root.count_files(folder)
 
 
 def _unexpected(scan: _Scan, path: Path, where: str, expected: str,
                 case_id: str | None = None) -> None:
     """Refuse an entry that has no place in the layout; a folder is refused as a whole."""
     if path.is_dir():
-        n = _count_files(path)
+        n = scan.count_files(path)
         scan.reject(path, f"unexpected folder {where} ({n} file(s) inside); expected {expected}",
                     case_id)
     else:
@@ -115,7 +120,7 @@ def _images_row(scan: _Scan, system: str, case_id: str, steps_dir: Path) -> dict
     row = _base_row(system, case_id, "images", steps_dir)
     expected = "<number>.png or <number>.jpg, e.g. 01.png"
     numbered: dict[int, list[Path]] = {}
-    for entry in _children(steps_dir):
+    for entry in scan.children(steps_dir, case_id):
         if entry.is_dir():
             _unexpected(scan, entry, "in a steps folder", expected, case_id)
         elif entry.suffix.lower() not in STEP_SUFFIXES:
@@ -176,12 +181,12 @@ def _scan_case(scan: _Scan, system: str, case_dir: Path, known_cases: set[str] |
     case_id = case_dir.name
     if known_cases is not None and case_id not in known_cases:
         scan.reject(case_dir, f"unknown case_id {case_id!r}: not a case of the benchmark "
-                    f"({_count_files(case_dir)} file(s) inside)", case_id)
+                    f"({scan.count_files(case_dir)} file(s) inside)", case_id)
         return
     expected = f"{VIDEO_NAME} or {STEPS_DIR}/"
     video: Path | None = None
     steps: Path | None = None
-    for entry in _children(case_dir):
+    for entry in scan.children(case_dir, case_id):
         if entry.name == VIDEO_NAME and entry.is_file():
             video = entry
         elif entry.name == STEPS_DIR and entry.is_dir():
@@ -211,12 +216,12 @@ def scan_candidates(
     root = Path(root).resolve()
     if not root.is_dir():
         raise FileNotFoundError(f"candidates folder {str(root)!r} does not exist")
-    scan = _Scan(root=root, rows=[], rejects=[], file_cache=file_cache)
-    for system_dir in _children(root):
+    scan = _Scan(root=Root(root, "CANDIDATES_DIR"), rows=[], rejects=[], file_cache=file_cache)
+    for system_dir in scan.children(root):
         if not system_dir.is_dir():
             _unexpected(scan, system_dir, "at the candidates root", "<system>/ folders")
             continue
-        for case_dir in _children(system_dir):
+        for case_dir in scan.children(system_dir):
             if not case_dir.is_dir():
                 _unexpected(scan, case_dir, "in a system folder", "<case_id>/ folders")
                 continue

@@ -8,6 +8,7 @@ parallel.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -20,11 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from dagster_project.tables import raw_schema
+from dagster_project.roots import OutsideRoot, Root
+from dagster_project.tables import Reject, raw_schema
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MANIFEST_NAME = "SHA256SUMS.txt"
+SETTING = "RYNN_VP_SOURCE"  # names the snapshot root in reasons
 
 Status = Literal["ok", "mismatch", "missing", "not_downloaded", "unlisted"]
 ProgressFn = Callable[[int], None]
@@ -58,6 +61,7 @@ class FileStatus:
     expected_sha256: str | None
     actual_sha256: str | None
     status: Status
+    problem: str | None = None  # what is wrong beyond the status (a link leaving the root)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -95,7 +99,11 @@ def parse_sha256sums(path: Path) -> tuple[dict[str, str], list[ManifestProblem]]
     verification of every other file. Blank lines (e.g. a trailing newline) are skipped.
     """
     try:
-        data = Path(path).read_bytes()
+        # The manifest sits at the snapshot root: a link leading out of it is not read.
+        where = Path(os.path.abspath(path))
+        data = Root(where.parent, SETTING).check(where).read_bytes()
+    except OutsideRoot as exc:
+        raise ManifestError(Path(path), str(exc)) from exc
     except OSError as exc:
         raise ManifestError(Path(path), exc.strerror or str(exc)) from exc
 
@@ -241,20 +249,6 @@ def default_ignore(rel_path: str) -> bool:
     return any(part.startswith(".") for part in rel_path.split("/")[:-1])
 
 
-def _walk_files(root: Path) -> Iterator[tuple[str, int]]:
-    """Yield ``(posix rel path, size)`` of every file under root (symlinks to files included)."""
-    for dirpath, _dirnames, filenames in os.walk(root):
-        base = Path(dirpath)
-        for name in filenames:
-            full = base / name
-            try:
-                st = full.stat()
-            except OSError:  # dangling symlink or raced deletion: report it with no size
-                yield full.relative_to(root).as_posix(), -1
-                continue
-            yield full.relative_to(root).as_posix(), st.st_size
-
-
 def verify_snapshot(
     root: Path,
     *,
@@ -269,7 +263,9 @@ def verify_snapshot(
 
     Statuses: ``ok``, ``mismatch``, ``missing`` (listed but absent or unreadable),
     ``not_downloaded`` (listed, absent and ``absent_ok(rel_path)``) and ``unlisted``.
-    ``ignore`` only filters the unlisted scan; listed files are always verified.
+    ``ignore`` only filters the unlisted scan; listed files are always verified. Nothing outside
+    ``root`` is read (`roots`): a listed file behind a link that leaves it is ``missing`` and an
+    unlisted such link ``unlisted``, both with the link and its target as ``problem``.
     Malformed manifest lines go to ``on_problem`` (default: a logged warning).
     Raises `ManifestError` if the manifest cannot be read.
     """
@@ -286,47 +282,93 @@ def verify_snapshot(
 
     ignore = default_ignore if ignore is None else ignore
     manifest_rel = PurePosixPath(manifest_name).as_posix()
-    on_disk = dict(_walk_files(root))
+    walls = Root(root, SETTING)
+    walk = walls.walk()  # never follows a link out of the snapshot
 
     present: list[str] = []
     statuses: list[FileStatus] = []
     for rel, digest in expected.items():
-        size = on_disk.get(rel)
-        if size is None or size < 0:
-            # Not found by the walk, but it may live behind a symlinked directory.
-            try:
-                size = (root / rel).stat().st_size
-            except OSError:
-                size = None
-        if size is None:
-            status: Status = "not_downloaded" if absent_ok and absent_ok(rel) else "missing"
-            statuses.append(FileStatus(rel, None, digest, None, status))
-        else:
-            on_disk[rel] = size
+        st = walk.files.get(rel)
+        if st is not None:
             present.append(rel)
+            continue
+        problem = None
+        if rel in walk.files:
+            problem = "listed in SHA256SUMS.txt but not a regular file (a dangling link, ...)"
+        else:
+            try:
+                walls.join(rel)
+            except OutsideRoot as exc:  # behind a link that leaves the snapshot: never read
+                problem = str(exc)
+        status: Status = ("not_downloaded" if problem is None and absent_ok and absent_ok(rel)
+                          else "missing")
+        statuses.append(FileStatus(rel, None, digest, None, status, problem))
 
     actual = hash_files(root, present, workers=workers, progress=progress)
     for rel in present:
         got = actual[rel]
-        # A None digest means the path exists but could not be read (permissions, a dir, ...).
+        # A None digest means the path exists but could not be read (permissions, ...).
         status = "missing" if got is None else "ok" if got == expected[rel] else "mismatch"
-        statuses.append(FileStatus(rel, on_disk[rel], expected[rel], got, status))
+        size = walk.files[rel]
+        statuses.append(FileStatus(rel, size.st_size if size else None, expected[rel], got,
+                                   status))
 
-    for rel, size in on_disk.items():
+    for rel, st in walk.files.items():
         if rel in expected or rel == manifest_rel or ignore(rel):
             continue
-        statuses.append(FileStatus(rel, size if size >= 0 else None, None, None, "unlisted"))
+        statuses.append(FileStatus(rel, st.st_size if st else None, None, None, "unlisted"))
+    for esc in walk.escapes:
+        # A listed path behind this link has its own row (missing, with this reason).
+        if ignore(esc.rel) or any(rel == esc.rel or rel.startswith(esc.rel + "/")
+                                  for rel in expected):
+            continue
+        statuses.append(FileStatus(esc.rel, None, None, None, "unlisted", esc.reason))
 
     statuses.sort(key=lambda s: s.rel_path)
     return statuses
 
 
+def unlisted_files(root: Path) -> list[FileStatus]:
+    """Every file of the snapshot as `unlisted` (what there is to say without a manifest)."""
+    walk = Root(root, SETTING).walk()
+    out = [FileStatus(rel, st.st_size if st else None, None, None, "unlisted")
+           for rel, st in walk.files.items()
+           if rel != DEFAULT_MANIFEST_NAME and not rel.startswith(".")]
+    out += [FileStatus(e.rel, None, None, None, "unlisted", e.reason) for e in walk.escapes
+            if not e.rel.startswith(".")]
+    return sorted(out, key=lambda s: s.rel_path)
+
+
+_REASONS = {
+    "mismatch": "SHA-256 differs from SHA256SUMS.txt",
+    "missing": "listed in SHA256SUMS.txt but missing",
+    "unlisted": "present but not listed in SHA256SUMS.txt",
+}
+
+
+def status_row(st: FileStatus) -> dict:
+    """The raw_rvp_checksums row of a file's verdict."""
+    row = dataclasses.asdict(st)
+    del row["problem"]  # said in the reject
+    return {**row, "case_id": case_of(st.rel_path)}
+
+
+def status_reject(st: FileStatus) -> Reject | None:
+    """The rvp_rejects row of a verdict that refuses the file (None for ok / not_downloaded)."""
+    if st.status not in _REASONS:
+        return None
+    reason = st.problem or _REASONS[st.status]
+    return Reject(st.rel_path, reason, case_of(st.rel_path), "rvp_checksums")
+
+
 def manifest_total_bytes(root: Path, rel_paths: Sequence[str]) -> int:
-    """Total size of the files that exist, e.g. to size a progress bar before hashing."""
+    """Total size of the files that exist inside the snapshot, e.g. to size a progress bar
+    before hashing."""
+    walls = Root(root, SETTING)
     total = 0
     for rel in rel_paths:
-        with suppress(OSError):
-            total += (Path(root) / rel).stat().st_size
+        with suppress(OSError, OutsideRoot):
+            total += walls.join(rel).stat().st_size
     return total
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from PIL import Image
 
 from dagster_project.media.probe import probe_video_cached
+from dagster_project.roots import Root
 from dagster_project.rynn_vp.parsing import (
     ParseError,
     normalize_whitespace,
@@ -41,11 +42,29 @@ class CaseRead:
         self.rejects.append(Reject(rel_file, reason, self.case_id, "rvp_cases"))
 
 
-def list_case_dirs(root: Path) -> list[Path]:
+SETTING = "RYNN_VP_SOURCE"  # names the snapshot root in reasons
+
+
+def list_case_dirs(root: Path) -> tuple[list[Path], list[Reject]]:
+    """The case folders `cases/<case_id>/` of the snapshot at `root`, and a reject for each entry
+    there that is a link leading out of the snapshot (never followed, nothing behind it listed).
+    A link that stays inside is followed."""
+    walls = Root(root, SETTING)
     cases = root / "cases"
+    why = walls.escape(cases)
+    if why is not None:
+        return [], [Reject("cases", why, None, "rvp_cases")]
     if not cases.is_dir():
-        return []
-    return sorted(p for p in cases.iterdir() if p.is_dir())
+        return [], []
+    inside, escapes = walls.entries(cases)
+    rejects = [Reject(e.rel, e.reason, Path(e.rel).name, "rvp_cases") for e in escapes]
+    return [p for p in inside if p.is_dir()], rejects
+
+
+def _walls(case_dir: Path) -> Root:
+    """The snapshot root of a case folder (`<root>/cases/<case_id>`, as `list_case_dirs` gives
+    it)."""
+    return Root(case_dir.parent.parent, SETTING)
 
 
 def _load_json(path: Path, rel: str, read: CaseRead) -> Any:
@@ -57,6 +76,8 @@ def _load_json(path: Path, rel: str, read: CaseRead) -> Any:
         read.reject(rel, f"not UTF-8 text: {exc}")
     except json.JSONDecodeError as exc:
         read.reject(rel, f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+    except OSError as exc:  # a folder under the file's name, no permission, ...
+        read.reject(rel, f"cannot read: {exc.strerror or exc}")
     return None
 
 
@@ -66,13 +87,18 @@ def read_case(case_dir: Path, *, media_expected: bool = True) -> CaseRead:
     rel_dir = f"cases/{case_id}"
     read = CaseRead(case_id=case_id)
 
-    present = sorted(p.name for p in case_dir.iterdir() if not p.name.startswith("."))
+    inside, escapes = _walls(case_dir).entries(case_dir)
+    for e in escapes:
+        read.reject(e.rel, e.reason)  # never read: neither present nor missing below
+    escaped = {Path(e.rel).name for e in escapes}
+    present = [p.name for p in inside if not p.name.startswith(".")]
     for name in present:
         if name not in CASE_FILES:
             read.reject(f"{rel_dir}/{name}", "unexpected file in a case folder "
                         f"(a case holds exactly {', '.join(CASE_FILES)})")
     for name in CASE_FILES:
-        if name not in present and (media_expected or name not in MEDIA_FILES):
+        if name not in present and name not in escaped and (media_expected
+                                                            or name not in MEDIA_FILES):
             read.reject(f"{rel_dir}/{name}", "file is missing")
 
     try:
@@ -168,12 +194,15 @@ def probe_case(case_dir: Path, file_cache: Path | None = None
     `file_cache`: an unchanged gt.mp4 is not read again) and its rejects."""
     case_id = case_dir.name
     rel = f"cases/{case_id}"
-    video, image = case_dir / "gt.mp4", case_dir / "initial.png"
-    if not video.exists() and not image.exists():
+    walls = _walls(case_dir)
+    # A file behind a link leading out of the snapshot is never probed (rvp_cases says why).
+    video, image = (p if walls.inside(p) and p.exists() else None
+                    for p in (case_dir / "gt.mp4", case_dir / "initial.png"))
+    if video is None and image is None:
         return None, []  # metadata-only snapshot, or a missing file rvp_cases reports
     rejects: list[Reject] = []
     row: dict = {"case_id": case_id, "source_file": f"{rel}/gt.mp4", "ok": False}
-    if video.exists():
+    if video is not None:
         probe = probe_video_cached(video, file_cache)
         row.update({
             "ok": probe.ok, "error": probe.error, "codec": probe.codec, "width": probe.width,
@@ -185,7 +214,7 @@ def probe_case(case_dir: Path, file_cache: Path | None = None
         if not probe.ok:
             rejects.append(Reject(f"{rel}/gt.mp4", f"video probe failed: {probe.error}",
                                   case_id, "rvp_media"))
-    if image.exists():
+    if image is not None:
         try:
             with Image.open(image) as im:
                 im.load()  # a full decode: the card says every initial image was decoded

@@ -25,6 +25,7 @@ from urllib.parse import quote, unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dagster_project.roots import Root
 from dagster_project.tables import raw_schema
 from dagster_project.video_val.schema import EXTRA_INFO_FIELDS, VAL_SCHEMA
 
@@ -116,14 +117,10 @@ def video_roots(prefix_map: list[tuple[str, str]], explicit: str = "") -> list[P
 
 
 def inside_roots(path: str, roots: list[Path]) -> bool:
-    """Whether `path` lies inside one of `roots`, both as written (normalized: no `..` escapes)
-    and after resolving symbolic links (a link inside a root may point anywhere). Deciding never
-    opens the file: resolving only reads the links along the path."""
-    normal = Path(os.path.normpath(path))
-    if not normal.is_absolute() or not any(normal.is_relative_to(root) for root in roots):
-        return False
-    real = Path(os.path.realpath(normal))
-    return any(real.is_relative_to(Path(os.path.realpath(root))) for root in roots)
+    """Whether `path` (absolute) lies inside one of `roots`, both as written (no `..` escapes)
+    and after resolving symbolic links (a link inside a root may point anywhere): the rule of
+    every root, `roots.Root`. Deciding never opens the file."""
+    return any(Root(root, "VIDEO_VAL_ROOTS").inside(Path(path)) for root in roots)
 
 
 # ----------------------------------------------------------------------------- user message

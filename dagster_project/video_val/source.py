@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagster_project.hub import download_dataset, parse_hub_uri
+from dagster_project.roots import Root
 from dagster_project.tables import raw_schema
 from dagster_project.video_val.schema import SOURCES
 
@@ -28,13 +29,17 @@ def find_parquets(root: Path) -> tuple[dict[str, str], list[str]]:
     """The three published file names anywhere under `root` (hub repos may nest them)."""
     found: dict[str, str] = {}
     unknown: list[str] = []
-    for path in sorted(root.rglob("*.parquet")):
-        if any(part.startswith(".") for part in path.relative_to(root).parts):
+    # A link leading out of the folder is not followed (`roots`); it is named among the unknown.
+    walk = Root(root, "VIDEO_VAL_SOURCE").walk(hidden=False)
+    for rel, st in walk.files.items():
+        name = rel.rsplit("/", 1)[-1]
+        if st is None or not name.endswith(".parquet"):
             continue
-        if path.name in SOURCES and path.name not in found:
-            found[path.name] = str(path)
+        if name in SOURCES and name not in found:
+            found[name] = str(root / rel)
         else:
-            unknown.append(path.relative_to(root).as_posix())
+            unknown.append(rel)
+    unknown += [f"{e.rel} ({e.reason})" for e in walk.escapes if e.rel.endswith(".parquet")]
     return found, unknown
 
 

@@ -25,6 +25,7 @@ from dagster_project.dropfolder import (
     VERSIONS_SCHEMA,
     archive_versions,
     drop_folder_listing,
+    escapes,
     listing_version,
     stat_listing,
     versions_of,
@@ -33,13 +34,14 @@ from dagster_project.hub import parse_hub_uri
 from dagster_project.rynn_vp.candidates import CANDIDATES_SCHEMA, scan_candidates
 from dagster_project.rynn_vp.checksums import (
     CHECKSUMS_SCHEMA,
-    FileStatus,
     ManifestError,
     ManifestProblem,
-    case_of,
     hash_progress_bar,
     manifest_total_bytes,
     parse_sha256sums,
+    status_reject,
+    status_row,
+    unlisted_files,
     verify_snapshot,
 )
 from dagster_project.rynn_vp.evidence import EVIDENCE_POLICY_VERSION, EVIDENCE_TABLES
@@ -205,21 +207,9 @@ def rvp_checksums(context: dg.AssetExecutionContext, benchlake: BenchlakeSetting
         # is refused downstream, and the check fails with ERROR (the command fails).
         context.log.error(str(exc))
         rejects.append(Reject("SHA256SUMS.txt", str(exc), None, "rvp_checksums"))
-        statuses = [FileStatus(p.relative_to(root).as_posix(), p.stat().st_size, None, None,
-                               "unlisted")
-                    for p in sorted(root.rglob("*")) if p.is_file()
-                    and p.name != "SHA256SUMS.txt" and not p.relative_to(root).as_posix()
-                    .startswith(".")]
-    rows = [{**dataclasses.asdict(st), "case_id": case_of(st.rel_path)} for st in statuses]
-    reasons = {
-        "mismatch": "SHA-256 differs from SHA256SUMS.txt",
-        "missing": "listed in SHA256SUMS.txt but missing",
-        "unlisted": "present but not listed in SHA256SUMS.txt",
-    }
-    for row in rows:
-        if row["status"] in reasons:
-            rejects.append(Reject(row["rel_path"], reasons[row["status"]], row["case_id"],
-                                  "rvp_checksums"))
+        statuses = unlisted_files(root)
+    rows = [status_row(st) for st in statuses]
+    rejects.extend(r for r in map(status_reject, statuses) if r is not None)
     n_rejects = _write_rejects(benchlake, "rvp_checksums", rejects)
     counts: dict[str, int] = {}
     for row in rows:
@@ -241,7 +231,7 @@ def rvp_media(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     rows, rejects = [], []
     cache = benchlake.settings().file_cache
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for row, rej in pool.map(lambda d: probe_case(d, cache), list_case_dirs(root)):
+        for row, rej in pool.map(lambda d: probe_case(d, cache), list_case_dirs(root)[0]):
             if row is not None:
                 rows.append(row)
             rejects.extend(rej)
@@ -270,8 +260,9 @@ def rvp_cases_and_intervals(context: dg.AssetExecutionContext, benchlake: Benchl
     for stage in ("rvp_checksums", "rvp_media"):
         for r in pq.read_table(benchlake.table_path("rvp_rejects", stage)).to_pylist():
             bad_elsewhere.add(r["case_id"])
-    cases, intervals, rejects = [], [], []
-    for case_dir in list_case_dirs(root):
+    case_dirs, rejects = list_case_dirs(root)
+    cases, intervals = [], []
+    for case_dir in case_dirs:
         read = read_case(case_dir, media_expected=media_mode == "full")
         rejects.extend(read.rejects)
         if read.row is not None and case_dir.name not in bad_elsewhere:
@@ -430,7 +421,10 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     result = ingest(files, ctx, parts)
     tables = {"rvp_judgment_files": versions, "rvp_judgments": result.judgments,
               "rvp_hallucinations": result.hallucinations,
-              "rvp_judgment_rejects": result.rejects,
+              # links leading out of the folder: refused, never read (`roots`)
+              "rvp_judgment_rejects": result.rejects + [
+                  {"source_file": e.rel, "reason": e.reason}
+                  for e in escapes(root, "JUDGMENTS_DIR")],
               "rvp_gt_compilations": result.gt_compilations, "rvp_stages": result.stages}
     for name, schema in JUDGMENT_RECORD_TABLES.items():
         extra = ({"duplicates_ignored": result.duplicates, "file_versions_checked": len(written)}

@@ -24,6 +24,7 @@ from dagster_project.dropfolder import (
     VERSIONS_SCHEMA,
     archive_versions,
     drop_folder_listing,
+    escapes,
     listing_version,
     stat_listing,
     versions_of,
@@ -283,8 +284,13 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     versions = archive_versions(s.archive_dir / "responses", root,
                                 benchlake.table_path("vv_response_files"), s.home,
                                 s.file_cache)
+    refused = escapes(root, "RESPONSES_DIR")  # never read (`roots`)
+    for e in refused:
+        context.log.warning(f"RESPONSES_DIR {e.rel}: refused: {e.reason}")
     yield write_and_describe(context, benchlake, "vv_response_files",
-                             rows_to_table(versions, VERSIONS_SCHEMA))
+                             rows_to_table(versions, VERSIONS_SCHEMA),
+                             links_leading_out=dg.MetadataValue.json(
+                                 {e.rel: e.reason for e in refused}))
     files = [ResponseFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
              for v in versions_of(versions, root)]
     files, questions = mark_tools(files, lambda: pl.from_arrow(
