@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,8 +178,12 @@ def _images_row(scan: _Scan, system: str, case_id: str, steps_dir: Path) -> dict
     return row
 
 
-def _scan_case(scan: _Scan, system: str, case_dir: Path, known_cases: set[str] | None) -> None:
+def _scan_case(scan: _Scan, system: str, case_dir: Path, known_cases: set[str] | None,
+               refused: Mapping[str, str]) -> None:
     case_id = case_dir.name
+    if case_id in refused and (known_cases is None or case_id not in known_cases):
+        scan.reject(case_dir, refused[case_id], case_id)  # "case refused at <stage>: <why>"
+        return
     if known_cases is not None and case_id not in known_cases:
         scan.reject(case_dir, f"unknown case_id {case_id!r}: not a case of the benchmark "
                     f"({scan.count_files(case_dir)} file(s) inside)", case_id)
@@ -205,13 +210,16 @@ def _scan_case(scan: _Scan, system: str, case_dir: Path, known_cases: set[str] |
 
 
 def scan_candidates(
-    root: Path, known_cases: set[str] | None, file_cache: Path | None = None
+    root: Path, known_cases: set[str] | None, file_cache: Path | None = None,
+    refused: Mapping[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[Reject]]:
     """One row per (system, case_id) under `root` plus the Rejects; both sorted.
 
     `known_cases`: the benchmark's case ids; a candidate for any other id is refused. None skips
-    that check. Raises FileNotFoundError if `root` is not a folder (a setting error, not input).
-    Rows carry the columns of `CANDIDATES_SCHEMA`; `path` and `step_paths` are absolute.
+    that check. `refused`: {case_id: why} of the cases the ingest refused (`refused_cases`): their
+    candidates are refused with that reason, not as unknown. Raises FileNotFoundError if `root`
+    is not a folder (a setting error, not input). Rows carry the columns of `CANDIDATES_SCHEMA`;
+    `path` and `step_paths` are absolute.
     """
     root = Path(root).resolve()
     if not root.is_dir():
@@ -225,7 +233,7 @@ def scan_candidates(
             if not case_dir.is_dir():
                 _unexpected(scan, case_dir, "in a system folder", "<case_id>/ folders")
                 continue
-            _scan_case(scan, system_dir.name, case_dir, known_cases)
+            _scan_case(scan, system_dir.name, case_dir, known_cases, refused or {})
     scan.rows.sort(key=lambda r: (r["system"], r["case_id"]))
     rejects = sorted(scan.rejects, key=lambda r: (r.source_file, r.reason))
     return scan.rows, rejects

@@ -186,6 +186,15 @@ def test_unknown_cases_accepted_without_known_cases(demo: Path, tmp_path: Path) 
     assert [r["case_id"] for r in rows] == [UNKNOWN_CASE] and rejects == []
 
 
+def test_a_candidate_of_a_refused_case_names_the_refusal(demo: Path, tmp_path: Path) -> None:
+    case = tmp_path / VEO / CASE_IDS[0]
+    case.mkdir(parents=True)
+    shutil.copy(next(demo.glob(f"{VEO}/*/candidate.mp4")), case / "candidate.mp4")
+    why = f"case refused at rvp_checksums: cases/{CASE_IDS[0]}/gt.mp4: SHA-256 differs"
+    rows, rejects = scan_candidates(tmp_path, KNOWN - {CASE_IDS[0]}, None, {CASE_IDS[0]: why})
+    assert rows == [] and [(r.case_id, r.reason) for r in rejects] == [(CASE_IDS[0], why)]
+
+
 # --- bad input -------------------------------------------------------------------------------
 
 # mutation -> (rejected path relative to the case folder ("" = the folder), words in the reason,

@@ -59,6 +59,7 @@ from dagster_project.rynn_vp.ingest import (
     list_case_dirs,
     probe_case,
     read_case,
+    refused_cases,
 )
 from dagster_project.rynn_vp.judgment_parts import (
     CHECKS_VERSION,
@@ -292,7 +293,8 @@ def rvp_candidates(context: dg.AssetExecutionContext, benchlake: BenchlakeSettin
     if s.uses_demo_candidates():
         _demo().ensure_candidates_demo(s)
     root = s.open_drop_folder("CANDIDATES_DIR")
-    rows, rejects = scan_candidates(root, set(accepted_cases(s.home)), s.file_cache)
+    rows, rejects = scan_candidates(root, set(accepted_cases(s.home)), s.file_cache,
+                                    refused_cases(s.home))
     _write_rejects(benchlake, "rvp_candidates", rejects)
     return write_and_describe(context, benchlake,
         "rvp_candidates", rows_to_table(rows, CANDIDATES_SCHEMA),
