@@ -15,6 +15,7 @@ the same process, its parent named by `PARENT_ENV` in its environment (`command`
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import os
 import signal
 import sys
@@ -50,7 +51,10 @@ def process_pool(workers: int, *, mp_context: BaseContext | None = None,
                  initargs: tuple = ()) -> ProcessPoolExecutor:
     """A `ProcessPoolExecutor` whose workers die with this process (use it in a `with` block
     of the thread that submits: the workers are started by the first submit)."""
-    return ProcessPoolExecutor(max_workers=workers, mp_context=mp_context,
+    context = mp_context or multiprocessing.get_context()
+    if context.get_start_method() == "forkserver":  # the workers would be the server's children
+        context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context,
                                initializer=_initialize,
                                initargs=(os.getpid(), initializer, initargs))
 

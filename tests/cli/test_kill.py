@@ -25,14 +25,16 @@ SETTLE_SECONDS = 30.0  # orphans used to live on for minutes; the dead go within
 Process = tuple[int, int]  # pid and start time: a pid alone may be reused
 
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """State, parent pid and start time of `pid` (None: no such process)."""
+def _stat(pid: int) -> tuple[str, int, int, str] | None:
+    """State, parent pid, start time and name of `pid` (None: no such process). The name is
+    the program's, set before `exec` returns and copied by `fork`; the command line is empty
+    for a while in a process being forked or exec'ed."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces
-    return fields[0], int(fields[1]), int(fields[19])
+    fields = text[text.rindex(")") + 2:].split()  # the name may hold spaces
+    return fields[0], int(fields[1]), int(fields[19]), text[text.index("(") + 1:text.rindex(")")]
 
 
 def _cmdline(pid: int) -> str:
@@ -43,16 +45,16 @@ def _cmdline(pid: int) -> str:
 
 
 def _descendants(root: int) -> dict[Process, str]:
-    """Every living descendant of `root`, with its command line."""
-    children: dict[int, list[tuple[int, int]]] = {}
+    """Every living descendant of `root`: `(name) command line`, as `ps` shows it."""
+    children: dict[int, list[tuple[int, int, str]]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and (stat := _stat(int(entry.name))) and stat[0] != "Z":
-            children.setdefault(stat[1], []).append((int(entry.name), stat[2]))
+            children.setdefault(stat[1], []).append((int(entry.name), stat[2], stat[3]))
     found: dict[Process, str] = {}
     todo = [root]
     while todo:
-        for pid, start in children.get(todo.pop(), []):
-            found[(pid, start)] = _cmdline(pid)
+        for pid, start, name in children.get(todo.pop(), []):
+            found[(pid, start)] = f"({name}) {_cmdline(pid)}"
             todo.append(pid)
     return found
 
@@ -100,23 +102,22 @@ def _env(home: Path) -> dict[str, str]:
     return {**env, "BENCHLAKE_HOME": str(home)}
 
 
-Moment = Callable[[dict[Process, str], str], bool]
+Moment = Callable[[dict[Process, str]], bool]
 
 
 def _kill_when(home: Path, log: Path, moment: Moment) -> dict[Process, str]:
     """Start `benchlake materialize` in its own session and `kill -9` it as soon as `moment`
-    holds of its descendants and its own command line; what was running then. Asserts that
+    holds of its descendants; what was running then. Asserts that
     nothing it started outlives it, that no file changes after and that none is torn."""
     with log.open("ab") as out:
         cli = subprocess.Popen([BENCHLAKE, "materialize"], env=_env(home), stdout=out,
                                stderr=subprocess.STDOUT, start_new_session=True)
-    own = _cmdline(cli.pid)
     seen: dict[Process, str] = {}
     try:
         while cli.poll() is None:
             running = _descendants(cli.pid)
             seen.update(running)
-            if moment(running, own):
+            if moment(running):
                 cli.kill()
                 break
             time.sleep(0.05)
@@ -139,18 +140,14 @@ def _kill_when(home: Path, log: Path, moment: Moment) -> dict[Process, str]:
     return running
 
 
-def _workers(running: dict[Process, str], own: str) -> int:
-    """The pool's workers: forks of the CLI, with its command line."""
-    return sum(cmd == own for cmd in running.values())
-
-
 def _extracting(home: Path) -> Moment:
-    """Evidence extraction under way: its images appear while the pool's workers run."""
-    return lambda running, own: _workers(running, own) > 0 and any(
-        (home / "evidence").rglob("*.jpg"))
+    """Evidence extraction under way: its images appear while the pool's workers (forks of the
+    CLI, named as it is) run."""
+    return lambda running: any(cmd.startswith("(benchlake) ") for cmd in running.values()) and \
+        any((home / "evidence").rglob("*.jpg"))
 
 
-def _dbt_building(running: dict[Process, str], own: str) -> bool:
+def _dbt_building(running: dict[Process, str]) -> bool:
     return any("/dbt build" in cmd for cmd in running.values())
 
 
@@ -188,20 +185,23 @@ list(fan_out(time.sleep, [600, 600], 2))
 """
 
 
+def _workers(running: dict[Process, str]) -> int:
+    return sum("fan_out(time.sleep" in cmd for cmd in running.values())
+
+
 def test_children_die_with_their_parent(tmp_path: Path) -> None:
     """The mechanism alone, fast: a pool's workers and a program run through `lifeline` (from
     another thread, as dagster-dbt's is) end when their parent is killed."""
     parent = subprocess.Popen([sys.executable, "-c", CHILDREN], start_new_session=True)
-    own = _cmdline(parent.pid)
     try:
         deadline = time.monotonic() + 60
         running: dict[Process, str] = {}
         while time.monotonic() < deadline:
             running = _descendants(parent.pid)
-            if _workers(running, own) == 2 and "sleep 600" in running.values():
+            if _workers(running) == 2 and "(sleep) sleep 600" in running.values():
                 break
             time.sleep(0.05)
-        assert _workers(running, own) == 2 and "sleep 600" in running.values(), running
+        assert _workers(running) == 2 and "(sleep) sleep 600" in running.values(), running
     finally:
         parent.kill()
         parent.wait()
