@@ -15,14 +15,15 @@ the same process, its parent named by `PARENT_ENV` in its environment (`command`
 from __future__ import annotations
 
 import ctypes
-import multiprocessing
 import os
 import signal
 import sys
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing.context import BaseContext
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where used: the wrapper that execs dbt stays quick to start
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing.context import BaseContext
 
 PARENT_ENV = "BENCHLAKE_PARENT_PID"
 _MODULE = "dagster_project.lifeline"  # `__name__` is `__main__` when run with -m
@@ -51,6 +52,9 @@ def process_pool(workers: int, *, mp_context: BaseContext | None = None,
                  initargs: tuple = ()) -> ProcessPoolExecutor:
     """A `ProcessPoolExecutor` whose workers die with this process (use it in a `with` block
     of the thread that submits: the workers are started by the first submit)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     context = mp_context or multiprocessing.get_context()
     if context.get_start_method() == "forkserver":  # the workers would be the server's children
         context = multiprocessing.get_context("spawn")
