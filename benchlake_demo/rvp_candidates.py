@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from io import BytesIO
 from itertools import islice
@@ -28,6 +27,7 @@ from pathlib import Path
 from PIL import Image
 
 from benchlake_demo.rynn_vp import load_spec
+from dagster_project.lifeline import process_pool
 from dagster_project.media.encode import synthetic_frames, write_h264
 from dagster_project.tables import atomic_write_bytes
 
@@ -121,7 +121,7 @@ def build_candidates_demo(dest: Path) -> Path:
     # Encoding dominates; candidates are independent, so use both cores (output is identical).
     # Longest first so the two workers finish together.
     videos.sort(key=lambda c: -c.n_frames * c.width * c.height)
-    with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+    with process_pool(min(2, os.cpu_count() or 1)) as pool:
         jobs = [pool.submit(_write_video, dest / c.rel_dir / "candidate.mp4", c) for c in videos]
         # Step images are cheap: write them here while the workers encode.
         for cand in plan:

@@ -11,12 +11,12 @@ import hashlib
 import json
 import os
 import random
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
+from dagster_project.lifeline import process_pool
 from dagster_project.media.encode import synthetic_frames, write_h264
 from dagster_project.rynn_vp.checksums import hash_files
 from dagster_project.settings import ASSETS_DIR
@@ -123,7 +123,7 @@ def build_rynn_vp_demo(dest: Path) -> Path:
     atomic_write_bytes(dest / "README.md", _README.encode())
     atomic_write_bytes(dest / "LICENSE", _LICENSE.encode())
     # Encoding dominates; cases are independent, so use both cores (output is identical).
-    with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+    with process_pool(min(2, os.cpu_count() or 1)) as pool:
         jobs = [pool.submit(write_case, dest / "cases" / c["case_id"], c, spec)
                 for c in spec["cases"]]
         for job in jobs:

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from dagster_project.lifeline import process_pool
 from dagster_project.media.encode import synthetic_frames, write_h264
 from dagster_project.tables import atomic_write_bytes, write_table
 from dagster_project.video_val.schema import (
@@ -375,7 +375,7 @@ def build_video_val_demo(dest: Path) -> Path:
     # Encoding dominates; clips are independent and x264 is pinned to one thread, so two
     # workers give identical bytes. Costliest first, so the two workers finish together.
     by_cost = sorted(DEMO_VIDEOS, key=lambda v: -v.width * v.height * v.n_frames)
-    with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+    with process_pool(min(2, os.cpu_count() or 1)) as pool:
         jobs = [pool.submit(_encode_video, dest / "cache" / v.rel_path, v) for v in by_cost]
         for name, source in SOURCES.items():
             table = pa.Table.from_pylist(demo_rows(source), schema=VAL_SCHEMA)

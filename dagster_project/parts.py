@@ -19,7 +19,6 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dagster_project.lifeline import process_pool
 from dagster_project.tables import streaming_parquet, table_path, write_table
 
 SCHEMA_PART = "_schema"
@@ -44,11 +44,12 @@ def digest(*values: Any) -> str:
 
 def fan_out(build: Callable[[Any], Any], jobs: Sequence[Any], workers: int) -> Iterator[Any]:
     """`build` of every job (the changed parts of a table) over at most `workers` processes
-    (never more than the cores or the jobs), results in job order."""
+    (never more than the cores or the jobs), results in job order. The workers die with this
+    process (`lifeline`), whenever it ends."""
     if not jobs:
         return
     n = max(1, min(workers, os.cpu_count() or 1, len(jobs)))
-    with ProcessPoolExecutor(max_workers=n) as pool:
+    with process_pool(n) as pool:
         yield from pool.map(build, jobs)
 
 

@@ -27,7 +27,7 @@ from dagster_project.tables import (
     write_table,
 )
 from dagster_project.warehouse.previews import markdown_preview
-from dagster_project.warehouse.project import DBT_PROJECT, dbt_executable
+from dagster_project.warehouse.project import DBT_PROJECT, dbt_command
 
 
 class BenchlakeSettings(dg.ConfigurableResource):
@@ -160,9 +160,11 @@ class BenchlakeDbt(DbtCliResource):
 
 
 def dbt_resource() -> DbtCliResource:
-    """dbt of this environment over the project in `sql/`."""
+    """dbt of this environment over the project in `sql/`, dying with the process that starts it
+    (`dbt_command`: the program and its first arguments, which dagster-dbt puts first)."""
+    program, *first = dbt_command()
     return BenchlakeDbt(project_dir=DBT_PROJECT, profiles_dir=os.fspath(DBT_PROJECT.profiles_dir),
-                        dbt_executable=dbt_executable())
+                        dbt_executable=program, global_config_flags=first)
 
 
 @dg.definitions

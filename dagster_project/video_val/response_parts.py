@@ -19,7 +19,6 @@ import hashlib
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dagster_project.lifeline import process_pool
 from dagster_project.parts import PartStore
 from dagster_project.tables import streaming_parquet
 from dagster_project.video_val.policies import DefaultPolicy
@@ -102,8 +102,7 @@ def sync_parts(home: Path, files: Sequence[ResponseFile],
     result.kept = len(files) - len(jobs)
     size = sum(job[0].path.stat().st_size for job in jobs)
     if len(jobs) > 1 and size >= POOL_MIN_BYTES and (os.cpu_count() or 1) > 1:
-        with ProcessPoolExecutor(max_workers=2,
-                                 mp_context=multiprocessing.get_context("spawn")) as pool:
+        with process_pool(2, mp_context=multiprocessing.get_context("spawn")) as pool:
             counts = list(pool.map(_parse_job, jobs))
     else:
         counts = [_parse_job(job) for job in jobs]
@@ -184,8 +183,8 @@ def score_parts(home: Path, questions: pl.DataFrame) -> PartsResult:
     result.kept = len(keys) - len(jobs)
     rows = sum(pq.ParquetFile(job[0]).metadata.num_rows for job in jobs)
     if len(jobs) > 1 and rows >= POOL_MIN_ROWS and (os.cpu_count() or 1) > 1:
-        with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_init_scorer, initargs=(questions,)) as pool:
+        with process_pool(2, mp_context=multiprocessing.get_context("spawn"),
+                          initializer=_init_scorer, initargs=(questions,)) as pool:
             counts = list(pool.map(_score_job, jobs))
     else:
         _init_scorer(questions)

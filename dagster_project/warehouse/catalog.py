@@ -33,7 +33,7 @@ from typing import Any
 
 import duckdb
 
-from dagster_project.warehouse.project import DBT_PROJECT, dbt_env, dbt_executable, locked
+from dagster_project.warehouse.project import DBT_PROJECT, dbt_command, dbt_env, locked
 
 DATABASE = "benchlake"
 STORAGE_VERSION = "v1.0.0"
@@ -144,7 +144,7 @@ def _rebuild_views(ws: Workspace) -> None:
     """`dbt run` of every model (views only, no tests) over the moved home's Parquet."""
     env = {**os.environ, **ws.env()}
     done = subprocess.run(
-        [dbt_executable(), "run", "--project-dir", str(DBT_PROJECT.project_dir),
+        [*dbt_command(), "run", "--project-dir", str(DBT_PROJECT.project_dir),
          "--profiles-dir", str(DBT_PROJECT.profiles_dir), "--target-path", str(ws.target),
          "--quiet"], env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:  # a model that fails here fails again, named, in the build

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from dagster_dbt import DbtProject
 
+from dagster_project import lifeline
 from dagster_project.settings import SQL_DIR
 
 DBT_PROJECT = DbtProject(project_dir=SQL_DIR, profiles_dir=SQL_DIR)
@@ -46,11 +47,17 @@ def dbt_executable() -> str:
     return found
 
 
+def dbt_command() -> list[str]:
+    """`dbt_executable()` run so that it dies with the process that starts it (`lifeline`:
+    a `kill -9` of benchlake leaves no dbt behind); `dbt_env` names that process."""
+    return lifeline.command(dbt_executable())
+
+
 def dbt_env(home: Path | str, database: Path) -> dict[str, str]:
     """What a dbt command over `home` needs besides this process's environment
-    (`sql/profiles.yml` and the sources read both)."""
+    (`sql/profiles.yml` and the sources read both; `dbt_command` its parent)."""
     return {"BENCHLAKE_HOME": str(home), "BENCHLAKE_DBT_DATABASE": str(database),
-            "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+            "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", **lifeline.env()}
 
 
 def project_digest(sql_dir: Path = SQL_DIR) -> str:
@@ -94,7 +101,7 @@ def prepare_manifest(sql_dir: Path = SQL_DIR) -> Path:
         with tempfile.TemporaryDirectory(prefix="benchlake-parse-") as tmp:
             env = {**os.environ, **dbt_env("/__BENCHLAKE_HOME__", Path(tmp) / "benchlake.duckdb")}
             done = subprocess.run(
-                [dbt_executable(), "parse", "--project-dir", str(sql_dir), "--profiles-dir",
+                [*dbt_command(), "parse", "--project-dir", str(sql_dir), "--profiles-dir",
                  str(sql_dir), "--target-path", str(target), "--log-path",
                  str(Path(tmp) / "logs"), "--quiet", "--no-partial-parse"],
                 env=env, capture_output=True, text=True, check=False)
