@@ -23,8 +23,10 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from dagster_project.parts import PartStore, digest
+from dagster_project.rynn_vp.ingest import refused_cases
 from dagster_project.rynn_vp.judgment_records import (
     CandidateInfo,
     CaseInfo,
@@ -42,7 +44,7 @@ from dagster_project.tables import connect_raw
 # Bump when a rule of judgment_records changes: every part is checked again.
 CHECKS_VERSION = "1"
 GT_PREFIX = "gt_compilations/"
-BATCH_ROWS = 5_000
+BATCH_ROWS = 2_000
 READ_CHUNK = 2_000  # parts per query of read_parts (what one sorted result holds)
 
 PART_SCHEMA = pa.schema([
@@ -129,28 +131,48 @@ def _item(sf: SourceFile, row: dict) -> tuple[_Record, Checked] | dict:
 def read_parts(pairs: Sequence[tuple[SourceFile, Path]]
                ) -> Iterator[tuple[_Record, Checked] | dict]:
     """The records of every (file version, part), in the given order, as `_read` would give
-    them, each with its checks (a refused one as its reject row). The parts are read
-    `READ_CHUNK` at a time by one DuckDB query each: thousands of one-record files (a judge
-    harness writing a file per judgment) cost a few milliseconds each opened one by one, a
-    fraction of that this way."""
+    them, each with its checks (a refused one as its reject row), `BATCH_ROWS` rows in memory
+    at a time. Small parts are read up to `READ_CHUNK` at a time by one DuckDB query each:
+    thousands of one-record files (a judge harness writing a file per judgment) cost a few
+    milliseconds each opened one by one, a fraction of that this way. A part of more than
+    `BATCH_ROWS` rows (a large file) is read alone, row group by row group: sorting it in one
+    query would hold it whole."""
     con = duckdb.connect(":memory:", config={"python_enable_replacements": False})
     try:
-        for lo in range(0, len(pairs), READ_CHUNK):
-            chunk = pairs[lo:lo + READ_CHUNK]
-            order = pa.table({"filename": [str(p) for _, p in chunk],
-                              "idx": list(range(len(chunk)))})
-            con.register("part_order", order)
-            reader = con.sql(
-                "SELECT o.idx, p.* EXCLUDE (filename, file_row_number) FROM read_parquet(?, "
-                "filename = true, file_row_number = true) AS p JOIN part_order AS o "
-                "USING (filename) ORDER BY o.idx, p.file_row_number",
-                params=[[str(p) for _, p in chunk]]).to_arrow_reader(BATCH_ROWS)
-            for batch in reader:
-                for row in batch.to_pylist():
-                    yield _item(chunk[row["idx"]][0], row)
-            con.unregister("part_order")
+        sizes = dict(con.sql("SELECT file_name, num_rows FROM parquet_file_metadata(?)",
+                             params=[[str(p) for _, p in pairs]]).fetchall()) if pairs else {}
+        chunk: list[tuple[SourceFile, Path]] = []
+        for pair in [*pairs, None]:
+            if pair is not None and sizes[str(pair[1])] <= BATCH_ROWS:
+                chunk.append(pair)
+                if len(chunk) < READ_CHUNK:
+                    continue
+            yield from _read_chunk(con, chunk)
+            chunk = []
+            if pair is not None and sizes[str(pair[1])] > BATCH_ROWS:
+                for batch in pq.ParquetFile(pair[1]).iter_batches(BATCH_ROWS):
+                    for row in batch.to_pylist():
+                        yield _item(pair[0], row)
     finally:
         con.close()
+
+
+def _read_chunk(con: duckdb.DuckDBPyConnection, chunk: Sequence[tuple[SourceFile, Path]]
+                ) -> Iterator[tuple[_Record, Checked] | dict]:
+    """The rows of small parts `chunk`, in order, by one query."""
+    if not chunk:
+        return
+    order = pa.table({"filename": [str(p) for _, p in chunk], "idx": list(range(len(chunk)))})
+    con.register("part_order", order)
+    reader = con.sql(
+        "SELECT o.idx, p.* EXCLUDE (filename, file_row_number) FROM read_parquet(?, "
+        "filename = true, file_row_number = true) AS p JOIN part_order AS o "
+        "USING (filename) ORDER BY o.idx, p.file_row_number",
+        params=[[str(p) for _, p in chunk]]).to_arrow_reader(BATCH_ROWS)
+    for batch in reader:
+        for row in batch.to_pylist():
+            yield _item(chunk[row["idx"]][0], row)
+    con.unregister("part_order")
 
 
 def sync_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext
@@ -205,4 +227,5 @@ def eval_context(home: Path) -> EvalContext:
         candidates=candidates,
         evidence_ids={k: frozenset(v) for k, v in evidence.items()},
         gt_fingerprints=prints,
+        refused=refused_cases(home),
     )

@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,8 @@ class EvalContext:
     candidates: Mapping[tuple[str, str], CandidateInfo]  # (system, case_id) -> candidate
     evidence_ids: Mapping[str, frozenset[str]]  # "<system>/<case_id>" -> ids that exist for it
     gt_fingerprints: Mapping[str, str]  # case_id -> current GT fingerprint (current prompts)
+    # case_id -> "case refused at <stage>: <why>" for the cases the ingest refused
+    refused: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -290,7 +292,7 @@ def judgment_reasons(obj: dict[str, Any], ctx: EvalContext,
         reasons.append(f"unknown system {_q(system)}")
     case = ctx.cases.get(case_id) if isinstance(case_id, str) else None
     if isinstance(case_id, str) and case_id and case is None:
-        reasons.append(f"unknown case {_q(case_id)}")
+        reasons.append(ctx.refused.get(case_id) or f"unknown case {_q(case_id)}")
     cand = None
     if known_system and case is not None:
         cand = ctx.candidates.get((str(system), case_id))
@@ -332,7 +334,7 @@ def gt_reasons(obj: dict[str, Any], ctx: EvalContext) -> list[str]:
     reasons = _schema_reasons(GT_SCHEMA, obj, own_metrics=False)
     case_id = obj.get("case_id")
     if isinstance(case_id, str) and case_id and case_id not in ctx.cases:
-        reasons.append(f"unknown case {_q(case_id)}")
+        reasons.append(ctx.refused.get(case_id) or f"unknown case {_q(case_id)}")
     judge = obj.get("judge")
     inner = judge.get("prompt_version") if isinstance(judge, dict) else None
     outer = obj.get("prompt_version")

@@ -10,17 +10,42 @@ keeps the raw text. Repeated records are ignored (and listed), and an accepted j
 replaced: a different record with the same system/case/judge run/attempt is refused, because the
 judge must send a new attempt instead of rewriting history. Among the accepted attempts of one
 judge run the final one is marked; the stages each run went through become rows too.
+
+Memory is bounded by a batch, not by the records: the records are replayed from their parts
+`BATCH_ROWS` at a time, each made into its rows at once (spilled to disk in that batch), and
+only what decides later records stays in memory, a few hundred bytes per record: the digest
+of every record read and the place of its first sight, the identity of every accepted record,
+and per (system, case, judge run) its best attempt so far. `is_final` and the gt_compilation
+stage rows are known at the end; DuckDB then sorts each spilled table within `SORT_MEMORY`
+(the rest on disk) and it is written row group by row group (`ROW_GROUP_ROWS`, fewer if wide):
+a smaller table has exactly the bytes `tables.write_table` gives it, a larger one the same rows
+in more row groups, equal inputs always equal bytes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import sys
+import tempfile
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from dagster_project.rynn_vp.judgment_parts import GT_PREFIX, Checked, check, read_parts
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dagster_project.rynn_vp.judgment_parts import (
+    BATCH_ROWS,
+    GT_PREFIX,
+    Checked,
+    check,
+    read_parts,
+)
 from dagster_project.rynn_vp.judgment_records import (
     METRIC_COLUMNS,
     EvalContext,
@@ -31,16 +56,46 @@ from dagster_project.rynn_vp.judgment_records import (
     _reject,
     canonical_json,
 )
-from dagster_project.tables import raw_schema
+from dagster_project.tables import raw_schema, rows_to_table, streaming_parquet, write_table
 
 STAGES = ("gt_compilation", "observer", "vr_vq_judge", "hallucination_auditor", "pi_judge",
           "critic")
 STAGE_NO = {name: no for no, name in enumerate(STAGES, start=1)}
 CANDIDATE_STAGES = STAGES[1:]
 
+# The tables `write_tables` fills (raw_<name>), with their schemas
+JUDGMENTS_SCHEMA = raw_schema("rvp_judgments")
+HALLUCINATIONS_SCHEMA = raw_schema("rvp_hallucinations")
+JUDGMENT_REJECTS_SCHEMA = raw_schema("rvp_judgment_rejects")
+GT_COMPILATIONS_SCHEMA = raw_schema("rvp_gt_compilations")
+STAGES_SCHEMA = raw_schema("rvp_stages")
+JUDGMENT_TABLES = {
+    "rvp_judgments": JUDGMENTS_SCHEMA,
+    "rvp_hallucinations": HALLUCINATIONS_SCHEMA, "rvp_judgment_rejects": JUDGMENT_REJECTS_SCHEMA,
+    "rvp_gt_compilations": GT_COMPILATIONS_SCHEMA, "rvp_stages": STAGES_SCHEMA,
+}
+# How each table is sorted. `_seq` numbers the records in file order, `_k` the rows one record
+# makes: they break ties as the order of reading did (rows of one line; stages of one attempt).
+ORDER_BY = {
+    "rvp_judgments": "system, case_id, judge_run_id, attempt",
+    "rvp_hallucinations": "system, case_id, judge_run_id, attempt, hallucination_no",
+    "rvp_judgment_rejects": "source_file, file_version, line IS NOT NULL, coalesce(line, 0), _seq",
+    "rvp_gt_compilations": "case_id, fingerprint, judge_run_id",
+    "rvp_stages": "system, case_id, judge_run_id, stage_no, coalesce(attempt, 0), _seq, _k",
+}
+# A written table's row groups: at most this many rows, closed sooner at this many bytes; what
+# is held to write one. A smaller table is one row group, as `tables.write_table` writes it.
+ROW_GROUP_ROWS = 16_384
+ROW_GROUP_BYTES = 32 * 2**20
+SORT_MEMORY = "128MB"  # DuckDB's memory for sorting a table; beyond it, it sorts on disk
+_AFTER_ALL = 2**62  # `_seq` of the gt_compilation stage rows, made once every record is read
+_LINE_BITS = 32  # a place (file version, line) packed into one int: version index, then line
+
 
 @dataclass
 class IngestResult:
+    """The rows of every table (`ingest`: small inputs, tests and notebooks)."""
+
     judgments: list[dict[str, Any]] = field(default_factory=list)
     hallucinations: list[dict[str, Any]] = field(default_factory=list)
     rejects: list[dict[str, Any]] = field(default_factory=list)
@@ -49,20 +104,73 @@ class IngestResult:
     duplicates: int = 0
 
 
-@dataclass
-class _Accepted:
-    record: _Record
-    sha: str
-    same_as: str  # canonical JSON with defaults applied, to tell a rewrite from a repeat
+@dataclass(frozen=True)
+class Written:
+    """What `write_tables` wrote: rows per table, and the repeated records it ignored."""
+
+    rows: dict[str, int]
+    duplicates: int
+
+
+@dataclass(slots=True)
+class _Group:
+    """The accepted attempts of one (system, case, judge run), as far as the rest needs."""
+
+    best: tuple[bool, int]  # the final attempt's rank so far (`_final_rank`)
+    best_seq: int  # ... and its record
+    lists_gt_stage: bool  # an attempt listed its gt_compilation stage itself
+
+
+class _Spill:
+    """The rows of one table in the order they are made, plus the columns that sort them,
+    written to `path` every `BATCH_ROWS` rows."""
+
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        self.path, self.schema, self.rows, self.count = path, schema, [], 0
+        self.writer = pq.ParquetWriter(path, schema, compression="zstd", compression_level=1)
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        self.count += 1
+        if len(self.rows) == BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            self.writer.write_table(rows_to_table(self.rows, self.schema))
+            self.rows = []
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+def _spill_schema(name: str) -> pa.Schema:
+    # is_final is known at the end (from `_seq`); the sort columns are dropped when written
+    fields = [f for f in JUDGMENT_TABLES[name] if f.name != "is_final"]
+    return pa.schema([*fields, pa.field("_seq", pa.int64()), pa.field("_k", pa.int64())])
+
+
+def _digest(value: Any) -> bytes:
+    return hashlib.sha256(json.dumps(value).encode()).digest()
 
 
 class _Ingest:
-    def __init__(self, ctx: EvalContext) -> None:
+    def __init__(self, ctx: EvalContext, files: Sequence[SourceFile], work: Path) -> None:
         self.ctx = ctx
-        self.result = IngestResult()
-        self.seen: dict[tuple[str, str], _Record] = {}
-        self.judgments: dict[tuple[Any, ...], _Accepted] = {}
-        self.gts: dict[tuple[Any, ...], _Accepted] = {}
+        self.files = list(files)
+        self.index = {sf: i for i, sf in enumerate(self.files)}
+        self.spills = {name: _Spill(work / f"{name}.spill.parquet", _spill_schema(name))
+                       for name in JUDGMENT_TABLES}
+        self.duplicates = 0
+        self.seq = 0  # the item being taken, in file order
+        # What decides later records, compactly: record digest + kind -> where first seen;
+        # identity digest -> (where, digest of the record with defaults applied).
+        self.seen: dict[bytes, int] = {}
+        self.judgments: dict[bytes, tuple[int, bytes]] = {}
+        self.gts: dict[bytes, int] = {}
+        self.groups: dict[tuple[str, str, str], _Group] = {}
+        self.current: dict[str, set[str]] = defaultdict(set)  # case -> runs of current GTs
         self._owner: dict[str, str] | None = None
 
     def owner_of(self, evidence_id: str) -> str | None:
@@ -70,24 +178,42 @@ class _Ingest:
             self._owner = {eid: ev for ev, ids in self.ctx.evidence_ids.items() for eid in ids}
         return self._owner.get(evidence_id)
 
+    def where(self, rec: _Record) -> int:
+        return (self.index[rec.source] << _LINE_BITS) | rec.line
+
+    def where_text(self, where: int) -> str:
+        sf = self.files[where >> _LINE_BITS]
+        return f"{sf.source_file} v{sf.version} line {where & ((1 << _LINE_BITS) - 1)}"
+
+    def add(self, name: str, row: dict[str, Any], k: int = 0) -> None:
+        self.spills[name].add({**row, "_seq": self.seq, "_k": k})
+
+    def problem(self, row: dict[str, Any]) -> None:
+        """A reject row of the reader (unreadable record or file)."""
+        self.seq += 1
+        self.add("rvp_judgment_rejects", row)
+
     def reject(self, rec: _Record, reasons: Sequence[str]) -> None:
         unique = list(dict.fromkeys(reasons))  # the same sentence twice helps no one
-        self.result.rejects.append(_reject(rec.source, rec.line, "; ".join(unique), rec.raw))
+        self.add("rvp_judgment_rejects",
+                 _reject(rec.source, rec.line, "; ".join(unique), rec.raw))
 
-    def duplicate(self, rec: _Record, first: _Record, how: str) -> None:
-        self.result.duplicates += 1
-        self.reject(rec, [f"duplicate of {first.where} ({how}): ignored"])
+    def duplicate(self, rec: _Record, first: int, how: str) -> None:
+        self.duplicates += 1
+        self.reject(rec, [f"duplicate of {self.where_text(first)} ({how}): ignored"])
 
     def take(self, rec: _Record, checked: Checked | None = None) -> None:
         """One record, in file order; `checked`: its context checks, done before (a part)."""
+        self.seq += 1
         is_gt = rec.source.source_file.startswith(GT_PREFIX)
         if checked is None:
             checked = check(rec, self.ctx, self.owner_of)
-        key = ("gt" if is_gt else "judgment", checked.sha)
-        if key in self.seen:
-            self.duplicate(rec, self.seen[key], "same content")
+        key = bytes.fromhex(checked.sha) + (b"g" if is_gt else b"j")
+        first = self.seen.get(key)
+        if first is not None:
+            self.duplicate(rec, first, "same content")
             return
-        self.seen[key] = rec
+        self.seen[key] = self.where(rec)
         if not isinstance(rec.obj, dict):
             kind = "GT compilation record" if is_gt else "judgment record"
             self.reject(rec, [f"a {kind} must be a JSON object, not {_kind(rec.obj)}"])
@@ -97,77 +223,93 @@ class _Ingest:
             self.take_judgment(rec, checked)
 
     def take_judgment(self, rec: _Record, checked: Checked) -> None:
-        obj, sha, same_as = rec.obj, checked.sha, checked.same_as
+        obj = rec.obj
+        same_as = hashlib.sha256((checked.same_as or "").encode()).digest()
         reasons = list(checked.reasons)
         identity = (obj.get("system"), obj.get("case_id"), obj.get("judge_run_id"),
                     obj.get("attempt"))
         well_typed = all(isinstance(v, str | int) and not isinstance(v, bool) for v in identity)
-        first = self.judgments.get(identity) if well_typed else None
+        ident = _digest(identity)
+        first = self.judgments.get(ident) if well_typed else None
         if first is not None:
-            if not reasons and first.same_as == same_as:
-                self.duplicate(rec, first.record, "same content once defaults are applied")
+            if not reasons and first[1] == same_as:
+                self.duplicate(rec, first[0], "same content once defaults are applied")
                 return
-            reasons.append(f"conflicts with {first.record.where}: same system/case/judge_run/"
-                           "attempt, different content (send a new attempt instead)")
+            reasons.append(f"conflicts with {self.where_text(first[0])}: same system/case/"
+                           "judge_run/attempt, different content (send a new attempt instead)")
         if reasons:
             self.reject(rec, reasons)
+            return
+        self.judgments[ident] = (self.where(rec), same_as)
+        group = tuple(sys.intern(obj[k]) for k in ("system", "case_id", "judge_run_id"))
+        rank = _final_rank(obj)
+        lists_gt = any(s.get("stage") == "gt_compilation" for s in obj.get("stages") or ())
+        g = self.groups.get(group)
+        if g is None:
+            self.groups[group] = _Group(rank, self.seq, lists_gt)
         else:
-            self.judgments[identity] = _Accepted(rec, sha, same_as)
+            if rank > g.best:  # among equals the first stays (as `max` would keep it)
+                g.best, g.best_seq = rank, self.seq
+            g.lists_gt_stage |= lists_gt
+        self.add("rvp_judgments", self.judgment_row(rec, checked.sha))
+        for row in _hallucination_rows(obj, self.ctx):
+            self.add("rvp_hallucinations", row)
+        for k, row in enumerate(_stage_rows(obj)):
+            self.add("rvp_stages", row, k)
 
     def take_gt(self, rec: _Record, checked: Checked) -> None:
-        obj, sha = rec.obj, checked.sha
+        obj = rec.obj
         reasons = list(checked.reasons)
         case_id = obj.get("case_id")
         identity = (case_id, obj.get("fingerprint"), obj.get("judge_run_id"))
-        first = self.gts.get(identity) if all(isinstance(v, str) for v in identity) else None
+        ident = _digest(identity)
+        first = self.gts.get(ident) if all(isinstance(v, str) for v in identity) else None
         if first is not None:
-            reasons.append(f"conflicts with {first.record.where}: same case/fingerprint/"
+            reasons.append(f"conflicts with {self.where_text(first)}: same case/fingerprint/"
                            "judge_run, different content")
         if reasons:
             self.reject(rec, reasons)
-        else:
-            self.gts[identity] = _Accepted(rec, sha, checked.same_as or canonical_json(obj))
+            return
+        self.gts[ident] = self.where(rec)
+        row = self.gt_row(rec, checked.sha)
+        if row["is_current"]:
+            self.current[row["case_id"]].add(row["judge_run_id"])
+        self.add("rvp_gt_compilations", row)
 
     # --- rows ------------------------------------------------------------------------------
 
-    def finish(self) -> IngestResult:
-        res = self.result
-        res.gt_compilations = sorted(
-            (self.gt_row(a) for a in self.gts.values()),
-            key=lambda r: (r["case_id"], r["fingerprint"], r["judge_run_id"]))
-        current: dict[str, set[str]] = defaultdict(set)  # case → judge runs of current GTs
-        for r in res.gt_compilations:
-            if r["is_current"]:
-                current[r["case_id"]].add(r["judge_run_id"])
-        groups: dict[tuple[str, str, str], list[_Accepted]] = defaultdict(list)
-        for acc in self.judgments.values():
-            o = acc.record.obj
-            groups[(o["system"], o["case_id"], o["judge_run_id"])].append(acc)
-        for group, attempts in groups.items():
-            final = max(attempts, key=_final_rank)
-            for acc in attempts:
-                res.judgments.append(self.judgment_row(acc, acc is final))
-                res.hallucinations += _hallucination_rows(acc, acc is final, self.ctx)
-                res.stages += _stage_rows(acc.record.obj)
-            res.stages += gt_stage_rows(group, attempts, current.get(group[1], set()))
-        res.judgments.sort(key=lambda r: (r["system"], r["case_id"], r["judge_run_id"],
-                                          r["attempt"]))
-        res.hallucinations.sort(key=lambda r: (r["system"], r["case_id"], r["judge_run_id"],
-                                               r["attempt"], r["hallucination_no"]))
-        res.stages.sort(key=lambda r: (r["system"], r["case_id"], r["judge_run_id"],
-                                       r["stage_no"], r["attempt"] or 0))
-        # Stable sort: rows of one line (none today) keep their processing order.
-        res.rejects.sort(key=lambda r: (r["source_file"], r["file_version"],
-                                        r["line"] is not None, r["line"] or 0))
-        return res
+    def finish(self, out: Mapping[str, Path], work: Path) -> Written:
+        """The rows known only once every record is read, then every table sorted into `out`."""
+        self.seq = _AFTER_ALL
+        for group, g in self.groups.items():
+            if not g.lists_gt_stage:
+                self.add("rvp_stages", gt_stage_row(group, self.current.get(group[1], set())))
+        finals = pa.table({"seq": sorted(g.best_seq for g in self.groups.values())},
+                          schema=pa.schema([("seq", pa.int64())]))
+        self.groups.clear()
+        self.seen.clear()
+        self.judgments.clear()
+        for spill in self.spills.values():
+            spill.close()
+        con = duckdb.connect(":memory:", config={
+            "python_enable_replacements": False, "memory_limit": SORT_MEMORY, "threads": 1,
+            "temp_directory": str(work / "sort")})
+        try:
+            con.register("finals", finals)
+            rows = {name: _write_sorted(con, self.spills[name], out[name], schema,
+                                        ORDER_BY[name])
+                    for name, schema in JUDGMENT_TABLES.items()}
+        finally:
+            con.close()
+        return Written(rows, self.duplicates)
 
-    def gt_row(self, acc: _Accepted) -> dict[str, Any]:
-        o, rec = acc.record.obj, acc.record
+    def gt_row(self, rec: _Record, sha: str) -> dict[str, Any]:
+        o = rec.obj
         return {
             "case_id": o["case_id"], "fingerprint": o["fingerprint"],
             "prompt_version": o["prompt_version"], "judge_run_id": o["judge_run_id"],
             "source_file": rec.source.source_file, "file_version": rec.source.version,
-            "line": rec.line, "record_sha256": acc.sha,
+            "line": rec.line, "record_sha256": sha,
             "compilation_json": canonical_json(o["compilation"]),
             # the judge's reasoning level is not a column of rvp_gt_compilations (judge_model
             # is what tells compilations apart); it was never stored
@@ -176,16 +318,17 @@ class _Ingest:
             "is_current": o["fingerprint"] == self.ctx.gt_fingerprints.get(o["case_id"]),
         }
 
-    def judgment_row(self, acc: _Accepted, is_final: bool) -> dict[str, Any]:
-        o, rec = acc.record.obj, acc.record
+    def judgment_row(self, rec: _Record, sha: str) -> dict[str, Any]:
+        """The row of an accepted judgment, `is_final` aside (known at the end)."""
+        o = rec.obj
         judge, metrics = o["judge"], o["metrics"]
         return {
             "system": o["system"], "case_id": o["case_id"],
             "evaluation_id": f"{o['system']}/{o['case_id']}",
             "judge_run_id": o["judge_run_id"], "attempt": o["attempt"],
-            "attempt_kind": o.get("attempt_kind", "initial"), "is_final": is_final,
+            "attempt_kind": o.get("attempt_kind", "initial"),
             "source_file": rec.source.source_file, "file_version": rec.source.version,
-            "line": rec.line, "record_sha256": acc.sha,
+            "line": rec.line, "record_sha256": sha,
             **{col: metrics.get(name) for name, col in METRIC_COLUMNS.items()},
             "n_hallucinations": len(o["hallucinations"]),
             "evidence": list(o["evidence"]),
@@ -197,39 +340,60 @@ class _Ingest:
         }
 
 
+def _write_sorted(con: duckdb.DuckDBPyConnection, spill: _Spill, path: Path,
+                  schema: pa.Schema, order_by: str) -> int:
+    """The spilled rows sorted into table `path` (`is_final`: the record is a group's final
+    attempt), `ROW_GROUP_ROWS` rows per row group, each written from one contiguous table so
+    that equal rows give equal bytes; the number of rows."""
+    if spill.count == 0:
+        write_table(schema.empty_table(), path)
+        return 0
+    columns = ", ".join("s._seq IN (SELECT seq FROM finals) AS is_final" if n == "is_final"
+                        else f's."{n}"' for n in schema.names)
+    reader = con.sql(f"SELECT {columns} FROM read_parquet(?) AS s ORDER BY {order_by}",
+                     params=[str(spill.path)]).to_arrow_reader(BATCH_ROWS)
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    with streaming_parquet(path, schema) as writer:
+        for batch in chain(reader, [None]):
+            if batch is not None:
+                pending.append(batch.cast(schema))
+                held += batch.num_rows
+            # wide rows (a reject keeps up to 1 MB of raw text) close a row group sooner
+            while held >= ROW_GROUP_ROWS or (held and (
+                    batch is None or sum(b.nbytes for b in pending) >= ROW_GROUP_BYTES)):
+                table = pa.Table.from_batches(pending, schema)
+                n = min(held, ROW_GROUP_ROWS)
+                writer.write(table.slice(0, n).combine_chunks())
+                pending, held = table.slice(n).to_batches(), held - n
+    return spill.count
 
-def gt_stage_rows(group: tuple[str, str, str], attempts: list[_Accepted],
-                  current_runs: set[str]) -> list[dict[str, Any]]:
-    """The gt_compilation stage of an evaluation in a judge run: `current_runs` are the judge
-    runs with a current GT compilation of its case."""
+
+def gt_stage_row(group: tuple[str, str, str], current_runs: set[str]) -> dict[str, Any]:
+    """The gt_compilation stage of an evaluation in a judge run whose attempts did not list it:
+    `current_runs` are the judge runs with a current GT compilation of its case."""
     system, case_id, run = group
-    # A run that listed its gt_compilation stage itself has said what happened.
-    if any(s.get("stage") == "gt_compilation" for a in attempts
-           for s in a.record.obj.get("stages") or ()):
-        return []
     if run in current_runs:
         attempt, kind, status = 1, "initial", "compiled"
     elif current_runs:
         attempt, kind, status = None, "cached", "cached"
     else:
         attempt, kind, status = None, None, "missing"
-    return [_stage_row(system, case_id, run, "gt_compilation", attempt, kind, status)]
+    return _stage_row(system, case_id, run, "gt_compilation", attempt, kind, status)
 
 
-def _final_rank(acc: _Accepted) -> tuple[bool, int]:
+def _final_rank(o: dict[str, Any]) -> tuple[bool, int]:
     # A manager review overrides any retry; among equals the latest attempt wins.
-    o = acc.record.obj
     return (o.get("attempt_kind") == "manager_review", o["attempt"])
 
 
-def _hallucination_rows(acc: _Accepted, is_final: bool,
-                        ctx: EvalContext) -> list[dict[str, Any]]:
-    o = acc.record.obj
+def _hallucination_rows(o: dict[str, Any], ctx: EvalContext) -> list[dict[str, Any]]:
+    """The hallucination rows of an accepted judgment, `is_final` aside."""
     intervals = ctx.cases[o["case_id"]].intervals
     return [{
         "system": o["system"], "case_id": o["case_id"],
         "evaluation_id": f"{o['system']}/{o['case_id']}",
-        "judge_run_id": o["judge_run_id"], "attempt": o["attempt"], "is_final": is_final,
+        "judge_run_id": o["judge_run_id"], "attempt": o["attempt"],
         "hallucination_no": no, "entity": h["entity"], "locus": h["locus"],
         "locus_kind": "interval" if h["locus"] in intervals else "step",
         "contradictory_observations": list(h["contradictory_observations"]),
@@ -253,12 +417,18 @@ def _stage_rows(o: dict[str, Any]) -> list[dict[str, Any]]:
     return [_stage_row(*key, stage, o["attempt"], kind, "ok") for stage in CANDIDATE_STAGES]
 
 
-def ingest(files: Sequence[SourceFile], ctx: EvalContext,
-           parts: Mapping[SourceFile, Path] | None = None) -> IngestResult:
-    """Every record of `files` (in the given order; earlier wins) into rows or reject rows.
-    With `parts` (`judgment_parts.sync_parts`), a file version is replayed from its part: read
-    and checked before, against this same context."""
-    state = _Ingest(ctx)
+def write_tables(files: Sequence[SourceFile], ctx: EvalContext, out: Mapping[str, Path],
+                 work: Path, parts: Mapping[SourceFile, Path] | None = None,
+                 refused: Sequence[dict[str, Any]] = ()) -> Written:
+    """Every record of `files` (in the given order; earlier wins) into rows or reject rows,
+    written to the tables `out` (name -> path, every name of `JUDGMENT_TABLES`), streamed (see
+    the module notes); `work`: an empty folder for the spilled rows. With `parts`
+    (`judgment_parts.sync_parts`), a file version is replayed from its part: read and checked
+    before, against this same context. `refused`: reject rows found before reading (links that
+    lead out of the folder), written first."""
+    state = _Ingest(ctx, files, work)
+    for row in refused:
+        state.problem(row)
     if parts is not None:
         items = read_parts([(sf, parts[sf]) for sf in files])
     else:
@@ -266,20 +436,21 @@ def ingest(files: Sequence[SourceFile], ctx: EvalContext,
                  for sf in files for item in _read(sf))
     for item in items:
         if isinstance(item, dict):
-            state.result.rejects.append(item)
+            state.problem(item)
         else:
             state.take(*item)
-    return state.finish()
+    return state.finish(out, work)
 
 
-# The tables `ingest` fills (raw_<name>), with their schemas
-JUDGMENTS_SCHEMA = raw_schema("rvp_judgments")
-HALLUCINATIONS_SCHEMA = raw_schema("rvp_hallucinations")
-JUDGMENT_REJECTS_SCHEMA = raw_schema("rvp_judgment_rejects")
-GT_COMPILATIONS_SCHEMA = raw_schema("rvp_gt_compilations")
-STAGES_SCHEMA = raw_schema("rvp_stages")
-JUDGMENT_TABLES = {
-    "rvp_judgments": JUDGMENTS_SCHEMA,
-    "rvp_hallucinations": HALLUCINATIONS_SCHEMA, "rvp_judgment_rejects": JUDGMENT_REJECTS_SCHEMA,
-    "rvp_gt_compilations": GT_COMPILATIONS_SCHEMA, "rvp_stages": STAGES_SCHEMA,
-}
+def ingest(files: Sequence[SourceFile], ctx: EvalContext,
+           parts: Mapping[SourceFile, Path] | None = None) -> IngestResult:
+    """`write_tables` into a temporary folder, read back as rows: for small inputs."""
+    with tempfile.TemporaryDirectory(prefix="judgments-") as tmp:
+        out = {name: Path(tmp) / f"{name}.parquet" for name in JUDGMENT_TABLES}
+        written = write_tables(files, ctx, out, Path(tmp), parts)
+        rows = {name: pq.read_table(path).to_pylist() for name, path in out.items()}
+    return IngestResult(judgments=rows["rvp_judgments"],
+                        hallucinations=rows["rvp_hallucinations"],
+                        rejects=rows["rvp_judgment_rejects"],
+                        gt_compilations=rows["rvp_gt_compilations"],
+                        stages=rows["rvp_stages"], duplicates=written.duplicates)

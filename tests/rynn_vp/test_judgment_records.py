@@ -4,6 +4,7 @@ stage rows and GT compilation records. Small hand-built contexts; no Dagster, no
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -333,6 +334,13 @@ def test_unknown_system(drop: Drop) -> None:
 
 def test_unknown_case(drop: Drop) -> None:
     assert rejected(drop, record(case_id="nope")) == "unknown case 'nope'"
+
+
+def test_a_record_of_a_refused_case_names_the_refusal(drop: Drop) -> None:
+    why = "case refused at rvp_media: cases/gone/gt.mp4: video probe failed: truncated"
+    ctx = dataclasses.replace(CTX, refused={"gone": why})
+    result = ingest([drop.json("refused.json", record(case_id="gone"))], ctx)
+    assert result.judgments == [] and one_reject(result)["reason"] == why
 
 
 def test_no_candidate(drop: Drop) -> None:

@@ -8,10 +8,12 @@ and the clamping of `rvp_intervals`, which it declares as a dependency.
 """
 
 import dataclasses
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dagster as dg
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dagster_project.defs.resources import (
@@ -69,7 +71,7 @@ from dagster_project.rynn_vp.judgment_parts import (
     sync_parts,
 )
 from dagster_project.rynn_vp.judgment_records import SourceFile
-from dagster_project.rynn_vp.judgments import JUDGMENT_TABLES, ingest
+from dagster_project.rynn_vp.judgments import JUDGMENT_TABLES, write_tables
 from dagster_project.rynn_vp.packets import (
     PACKET_INPUTS,
     PACKETS_VERSION,
@@ -89,6 +91,7 @@ from dagster_project.tables import (
     table_path,
     write_table,
 )
+from dagster_project.warehouse.previews import HEAD_ROWS, markdown_preview
 
 GROUP = "rynn_vp"
 
@@ -420,19 +423,36 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     parts, written = sync_parts(judgment_store(s.cache_dir), files, ctx)
     context.log.info(f"{len(written)} file versions read and checked, "
                      f"{len(files) - len(written)} replayed from their parts")
-    result = ingest(files, ctx, parts)
-    tables = {"rvp_judgment_files": versions, "rvp_judgments": result.judgments,
-              "rvp_hallucinations": result.hallucinations,
-              # links leading out of the folder: refused, never read (`roots`)
-              "rvp_judgment_rejects": result.rejects + [
-                  {"source_file": e.rel, "reason": e.reason}
-                  for e in escapes(root, "JUDGMENTS_DIR")],
-              "rvp_gt_compilations": result.gt_compilations, "rvp_stages": result.stages}
-    for name, schema in JUDGMENT_RECORD_TABLES.items():
+    out = {name: benchlake.table_path(name) for name in JUDGMENT_TABLES}
+    s.cache_dir.mkdir(parents=True, exist_ok=True)
+    # the rows are spilled and sorted on disk (`judgments.write_tables`), beside the parts
+    with tempfile.TemporaryDirectory(prefix="judgments-", dir=s.cache_dir) as work:
+        # links leading out of the folder: refused, never read (`roots`)
+        escaped = [{"source_file": e.rel, "reason": e.reason}
+                   for e in escapes(root, "JUDGMENTS_DIR")]
+        result = write_tables(files, ctx, out, Path(work), parts, refused=escaped)
+    # the versions last: the sensor's cursor reads them as ingested
+    yield write_and_describe(context, benchlake, "rvp_judgment_files",
+                             rows_to_table(versions, VERSIONS_SCHEMA))
+    for name in JUDGMENT_TABLES:
         extra = ({"duplicates_ignored": result.duplicates, "file_versions_checked": len(written)}
                  if name == "rvp_judgments" else {})
-        yield write_and_describe(context, benchlake,
-            name, rows_to_table(tables[name], schema), **extra)
+        yield _describe_written(context, benchlake, name, result.rows[name], **extra)
+
+
+def _describe_written(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings,
+                      name: str, rows: int, **extra: object) -> dg.MaterializeResult:
+    """`write_and_describe` for a table written in row groups: the preview from its first."""
+    home = Path(benchlake.settings().home)
+    path = benchlake.table_path(name)
+    mark_written(home, name, context.run.run_id, rows)
+    head = next(pq.ParquetFile(path).iter_batches(batch_size=HEAD_ROWS), None)
+    preview = markdown_preview(pa.Table.from_batches([head]) if head is not None
+                               else pq.read_schema(path).empty_table(), total=rows)
+    return dg.MaterializeResult(
+        asset_key=raw_key(name), data_version=dg.DataVersion(content_version(home, name)),
+        metadata={"dagster/row_count": rows, "path": dg.MetadataValue.path(str(path)),
+                  "preview": dg.MetadataValue.md(preview), **extra})
 
 
 @dg.asset(key=raw_key("rvp_judge_packets"), group_name=GROUP, kinds={"parquet", "json"},
