@@ -133,6 +133,8 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
                           for e in raw.to_default_asset_events(
                               manifest=_manifest(), dagster_dbt_translator=TRANSLATOR,
                               context=context, target_path=ws.target, project=DBT_PROJECT)]
+            if invocation.process.returncode not in (0, 1):  # 1: a node failed; else dbt did
+                raise dg.Failure(description=f"dbt build failed: {_dbt_error(invocation)}")
             results = invocation.get_artifact("run_results.json")["results"]
             ws.record_results(results, current)
             catalog.publish(ws)
@@ -256,7 +258,19 @@ def _first_line(text: str | None) -> str:
     return (said or lines or ["failed"])[0]
 
 
-_HEADER = re.compile(r"^\w+ Error in (model|test|seed|unit_test) ")
+_HEADER = re.compile(r"^\w+ Error(?: in (?:model|test|seed|unit_test) |$)")  # or bare
+
+
+def _dbt_error(invocation: Any) -> str:
+    """The first line of what dbt logged as an error when it stopped before running its nodes
+    (a profile or project it could not read...), else its exit code."""
+    error = invocation.get_error()
+    text = str(getattr(error, "description", "") or "")
+    said = text.partition("Errors parsed from dbt logs:")[2]
+    lines = [ln for ln in said.splitlines() if ln.strip() and
+             not ln.strip().startswith("Encountered an error")]
+    return (_first_line("\n".join(lines)) if lines
+            else f"exit code {invocation.process.returncode}")
 
 
 def _model_metadata(spec: dg.AssetSpec, compiled: Mapping[str, str | None],
