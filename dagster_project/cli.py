@@ -6,6 +6,7 @@ import contextlib
 import errno
 import functools
 import json
+import math
 import os
 import re
 import signal
@@ -60,17 +61,24 @@ def _settings() -> Settings:
 
 
 def _cell(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # NaN/Infinity are not JSON, nor a value: shown as NULL in every format
     if isinstance(value, Decimal):
         return float(value)
     if isinstance(value, datetime | date):
         return value.isoformat()
+    if isinstance(value, list | tuple):
+        return [_cell(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _cell(v) for k, v in value.items()}
     return value
 
 
 def _render(columns: list[str], rows: list[tuple], fmt: str, title: str | None = None) -> None:
     if fmt == "json":
         data = [{c: _cell(v) for c, v in zip(columns, row, strict=True)} for row in rows]
-        sys.stdout.write(json.dumps(data, default=str, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(data, default=str, ensure_ascii=False, allow_nan=False)
+                         + "\n")
     elif fmt == "csv":
         import csv
 

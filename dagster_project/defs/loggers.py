@@ -3,8 +3,10 @@ step (what it wrote, its checks, how long it took) and the assets' own progress 
 runs with it instead of Dagster's console log; runs launched from the UI keep Dagster's."""
 
 import logging
+import re
 import sys
 import time
+from typing import Any
 
 import dagster as dg
 
@@ -59,13 +61,22 @@ class _ProgressHandler(logging.Handler):
             for name in state["failed"]:
                 _print(f"      check failed: {name}")
         elif kind == "STEP_FAILURE":
-            error = event.event_specific_data.error
-            while error is not None and error.cause is not None:  # the asset's own error
-                error = error.cause
-            message = (error.message if error else "").strip().splitlines()
-            _print(f"  FAILED {step}: {message[0] if message else 'error'}")
+            _print(f"  FAILED {step}: {_failure_line(event.event_specific_data)}")
         elif kind == "STEP_SKIPPED":
             _print(f"  skipped {step} (an upstream step failed)")
+
+
+def _failure_line(data: Any) -> str:
+    """What a failed step says: the description of the `dg.Failure` it raised (a failed dbt
+    node names itself there), else the first line of the innermost error cause, without its
+    class's module path."""
+    if data.user_failure_data is not None and data.user_failure_data.description:
+        return data.user_failure_data.description.strip().splitlines()[0]
+    error = data.error
+    while error is not None and error.cause is not None:  # the asset's own error
+        error = error.cause
+    lines = (error.message if error else "").strip().splitlines()
+    return re.sub(r"^(?:\w+\.)+(\w+: )", r"\1", lines[0]) if lines else "error"
 
 
 # dagster-dbt's log lines: what it runs is in dbt's log file, named at the end.

@@ -127,8 +127,11 @@ def _read_view(
 ) -> tuple[pa.Table, list[dict[str, Any]]]:
     cols = _columns(con, view)
     # HUGEINT (DuckDB's sum of integers) becomes Decimal(38,0) in Arrow; counts fit BIGINT.
+    # NaN and +-Infinity are no values (and not JSON): NULL in every format, Parquet included.
     select = ", ".join(
-        f'CAST("{c}" AS BIGINT) AS "{c}"' if t in ("HUGEINT", "UHUGEINT") else f'"{c}"'
+        f'CAST("{c}" AS BIGINT) AS "{c}"' if t in ("HUGEINT", "UHUGEINT")
+        else f'CASE WHEN isfinite("{c}") THEN "{c}" END AS "{c}"' if t in ("DOUBLE", "FLOAT")
+        else f'"{c}"'
         for c, t in cols
     )
     where, params = "", []

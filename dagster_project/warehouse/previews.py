@@ -6,6 +6,7 @@ whole; a longer one by its first `HEAD_ROWS` rows and how many more there are.""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -22,8 +23,8 @@ _CELL = 60  # characters of one cell before it is cut
 
 
 def _cell(value: Any, decimals: int | None) -> str:
-    if value is None:
-        return ""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""  # NaN/Infinity: no value, as NULL
     if isinstance(value, float) and decimals is not None:
         # 62.706785714285715 -> 62.71, 14.0 -> 14 (a count kept as a double)
         text = f"{value:.{decimals}f}".rstrip("0").rstrip(".")

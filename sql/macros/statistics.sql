@@ -13,11 +13,23 @@
       cluster_sums(x[, m]) per (keys, cluster): m_n, m_s, m_q (count, sum, sum of squares of
                           the expression x, named m; m defaults to x, a column)
       clustered_totals(m) per keys, over those: the totals, and m_clusters (clusters with a value)
-      clustered_se(m)     from the totals: m_se, NULL below 2 values; singleton clusters give the
-                          CLT form s/sqrt(n). The t interval has m_clusters - 1 degrees of freedom.
+      clustered_se(m)     from the totals: m_se, NULL below 2 clusters (a single cluster has no
+                          between-cluster variance to estimate: its eq. 4 value is no SE);
+                          singleton clusters give the CLT form s/sqrt(n). The t interval has
+                          m_clusters - 1 degrees of freedom.
     clustered_stats(relation, keys, cluster, measures) chains them: keys, then m_n, m_mean, m_se,
     m_clusters per measure (NULLs ignored). Arguments of these macros are SQL text: pass
     qualified column names (a bare `df` or `t` could bind to a macro's own subquery). -#}
+
+{#- Undefined is NULL: an expression's value where it is a finite number, else NULL. NaN (0/0, a
+    correlation of one pair or of no variance, sqrt of a negative) and +-Infinity (x/0, ln 0)
+    are no numbers a reader can use: JSON cannot hold them, DuckDB orders NaN above every number
+    (so greatest/least and range tests go wrong) and a NaN df would not cast. Every statistic a
+    view shows goes through this (DuckDB evaluates the repeated expression once). -#}
+{% macro finite_or_null(x) -%}
+(CASE WHEN isfinite({{ x }}) THEN {{ x }} END)
+{%- endmacro %}
+
 {% macro cluster_sums(value, name=none) -%}
 {%- set m = name or value -%}
 count({{ value }}) AS {{ m }}_n, sum({{ value }}) AS {{ m }}_s,
@@ -35,11 +47,13 @@ count(*) FILTER (WHERE {{ m }}_n > 0) AS {{ m }}_clusters
 {% macro clustered_se(m) -%}
 {%- set mean = '(' ~ m ~ '_s / ' ~ m ~ '_n)' -%}
 {%- set ss = '(' ~ m ~ '_q - ' ~ m ~ '_s * ' ~ mean ~ ')' -%}
-CASE WHEN {{ m }}_n >= 2 THEN sqrt(greatest(0.0,
+{%- set se -%}
+sqrt(greatest(0.0,
     {{ ss }} / (({{ m }}_n - 1) * {{ m }}_n)
     + ({{ m }}_ss - 2 * {{ mean }} * {{ m }}_ns + {{ mean }} ^ 2 * {{ m }}_nn - {{ ss }})
       / ({{ m }}_n * {{ m }}_n)))
-END
+{%- endset -%}
+CASE WHEN {{ m }}_clusters >= 2 THEN {{ finite_or_null(se) }} END
 {%- endmacro %}
 
 {% macro clustered_stats(relation, keys, cluster, measures) -%}
@@ -56,7 +70,8 @@ totals AS (
 )
 SELECT {{ by }}
 {%- for m in measures %},
-       CAST({{ m }}_n AS BIGINT) AS {{ m }}_n, {{ m }}_s / {{ m }}_n AS {{ m }}_mean,
+       CAST({{ m }}_n AS BIGINT) AS {{ m }}_n,
+       {{ finite_or_null(m ~ '_s / ' ~ m ~ '_n') }} AS {{ m }}_mean,
        {{ clustered_se(m) }} AS {{ m }}_se, {{ m }}_clusters
 {%- endfor %}
 FROM totals)
@@ -64,9 +79,9 @@ FROM totals)
 
 {#- t(0.975, df): scipy's value from stat_t_quantiles up to df 1000, above it the
     Cornish-Fisher expansion (Abramowitz & Stegun 26.7.5, four terms; within 1e-15 of scipy
-    there). NULL below 1. -#}
+    there). NULL below 1 (and for a NaN or infinite df). -#}
 {% macro t975(df) -%}
-(CASE WHEN ({{ df }}) >= 1 THEN coalesce(
+(CASE WHEN isfinite({{ df }}) AND ({{ df }}) >= 1 THEN coalesce(
     (SELECT list(stat_tq.t975 ORDER BY stat_tq.df)
      FROM {{ ref('stat_t_quantiles') }} AS stat_tq)[CAST({{ df }} AS BIGINT)],
     {{ _t975_expansion(df) }}) END)
@@ -80,14 +95,14 @@ FROM totals)
 {%- endmacro %}
 
 {#- The 95 % interval of a mean: mean -/+ t(0.975, df) * se, clipped to [low, high]; the point
-    itself when se is 0; NULL without a mean, an se or a df of at least 1. Two columns,
-    <name>_ci_low and <name>_ci_high. -#}
+    itself when se is 0; NULL without a finite mean, se or bound, or a df of at least 1. Two
+    columns, <name>_ci_low and <name>_ci_high. -#}
 {% macro interval(name, mean, se, df, low, high) -%}
-CASE WHEN ({{ se }}) = 0 THEN ({{ mean }})
-     WHEN ({{ mean }}) - {{ t975(df) }} * ({{ se }}) IS NOT NULL
+CASE WHEN ({{ se }}) = 0 THEN {{ finite_or_null(mean) }}
+     WHEN isfinite(({{ mean }}) - {{ t975(df) }} * ({{ se }}))
      THEN greatest({{ low }}, ({{ mean }}) - {{ t975(df) }} * ({{ se }})) END AS {{ name }}_ci_low,
-CASE WHEN ({{ se }}) = 0 THEN ({{ mean }})
-     WHEN ({{ mean }}) + {{ t975(df) }} * ({{ se }}) IS NOT NULL
+CASE WHEN ({{ se }}) = 0 THEN {{ finite_or_null(mean) }}
+     WHEN isfinite(({{ mean }}) + {{ t975(df) }} * ({{ se }}))
      THEN least({{ high }}, ({{ mean }}) + {{ t975(df) }} * ({{ se }})) END AS {{ name }}_ci_high
 {%- endmacro %}
 
@@ -97,12 +112,13 @@ CASE WHEN ({{ se }}) = 0 THEN ({{ mean }})
       df odd:  (2/pi) (theta + sin(theta) cos(theta)
                        * sum_{k < (df-1)/2} (2k)!!/(2k+1)!! cos^2k(theta))
     and p = 1 - that. The coefficients come from lgamma; a t of +-infinity (a zero standard
-    error with a non-zero mean) gives 0, a NULL t or df below 1 NULL. -#}
+    error with a non-zero mean) gives 0; a NULL or NaN t, or a df below 1 (or not finite),
+    NULL. -#}
 {% macro t_two_sided_p(t, df) -%}
 {%- set c2 = '((' ~ df ~ ') / ((' ~ df ~ ') + (' ~ t ~ ')^2))' -%}
 {%- set sin_t = '(abs(' ~ t ~ ') / sqrt((' ~ df ~ ') + (' ~ t ~ ')^2))' -%}
 {%- set terms = 'range(CAST((' ~ df ~ ') // 2 AS BIGINT))' -%}
-(CASE WHEN ({{ df }}) >= 1 AND ({{ t }}) IS NOT NULL THEN
+(CASE WHEN isfinite({{ df }}) AND ({{ df }}) >= 1 AND NOT isnan({{ t }}) THEN
   CASE WHEN isinf({{ t }}) THEN 0.0 ELSE
   greatest(0.0, least(1.0, 1.0 - CASE WHEN ({{ df }}) % 2 = 0
        THEN {{ sin_t }} * list_sum(list_transform({{ terms }}, lambda stat_k:

@@ -80,8 +80,9 @@ both_ways AS (  -- each unordered pair as computed, and mirrored
            mcnemar_p, n_only_run, n_only_base
     FROM tested
     UNION ALL
-    SELECT pair_id, src, true, n_common, -accuracy_diff, diff_se, diff_df, p_value, mcnemar_p,
-           n_only_base, n_only_run
+    -- 0 - x, not -x: a difference of 0 stays 0, never -0
+    SELECT pair_id, src, true, n_common, 0.0 - accuracy_diff, diff_se, diff_df, p_value,
+           mcnemar_p, n_only_base, n_only_run
     FROM tested
 ),
 named AS (

@@ -156,13 +156,41 @@ def test_clustered_stats_equal_lmms_eval(con, lmms) -> None:
         se, clusters, n, mean = got[g]
         assert clusters == len(set(cs)) and n == len(xs)
         assert mean == pytest.approx(sum(xs) / len(xs), rel=1e-12)
-        if len(xs) < 2:
+        if len(set(cs)) < 2:  # one value or one cluster: no SE (lmms-eval gives a number)
             assert se is None
             continue
         assert se == pytest.approx(lmms.clustered_stderr(xs, cs), rel=1e-9, abs=1e-12), g
         if len(set(cs)) == len(cs):  # singletons: the CLT form
             assert se == pytest.approx(lmms.mean_stderr(xs), rel=1e-9, abs=1e-12), g
 
+
+
+def test_macros_on_degenerate_input_are_null_never_nan(con) -> None:
+    """Where a statistic is undefined the macros give NULL: a t of NaN or a df below 1 has no p
+    and no quantile; one value, one cluster or no value has no SE (no value: no mean either);
+    no variance over several clusters is an SE of 0; an infinite t (SE 0, mean not 0) a p of 0."""
+    nan, inf = float("nan"), float("inf")
+    rows = [(nan, 5), (inf, 5), (-inf, 5), (1.0, 0), (None, 3), (0.0, 1)]
+    con.execute("CREATE OR REPLACE TABLE macro_inputs (t DOUBLE, df BIGINT, k BIGINT, n BIGINT, "
+                "draw BIGINT, n_items BIGINT)")
+    con.executemany("INSERT INTO macro_inputs VALUES (?, ?, 0, 0, 0, 1)", rows)
+    got = {(None if t is None or math.isnan(t) else t, df): (t975, p)
+           for t, df, *_, t975, p, _binom, _idx in con.execute(_analysis("statistics_scalars"))
+           .fetchall()}
+    assert got == {(None, 5): (stats.t.ppf(0.975, 5), None), (inf, 5): (stats.t.ppf(0.975, 5), 0.0),
+                   (-inf, 5): (stats.t.ppf(0.975, 5), 0.0), (1.0, 0): (None, None),
+                   (None, 3): (stats.t.ppf(0.975, 3), None), (0.0, 1): (stats.t.ppf(0.975, 1), 1.0)}
+    groups = {1: [("a", 0.5)], 2: [("a", 0.0), ("a", 1.0), ("a", 1.0)],
+              3: [("a", 0.5), ("b", 0.5), ("c", 0.5)], 4: [("a", None), ("b", None)],
+              5: [("a", 0.0), ("b", 1.0)]}
+    con.execute("CREATE OR REPLACE TABLE cluster_inputs (g BIGINT, c VARCHAR, x DOUBLE)")
+    con.executemany("INSERT INTO cluster_inputs VALUES (?, ?, ?)",
+                    [(g, c, x) for g, members in groups.items() for c, x in members])
+    got = {g: (n, mean, se, clusters) for g, n, mean, se, clusters in
+           con.execute(_analysis("statistics_clustered")).fetchall()}
+    assert got == {1: (1, 0.5, None, 1), 2: (3, pytest.approx(2 / 3), None, 1),
+                   3: (3, 0.5, 0.0, 3), 4: (0, None, None, 0),
+                   5: (2, 0.5, pytest.approx(0.5), 2)}
 
 def _interval(mean: float, se: float, clusters: int, low: float, high: float):
     if se == 0:
@@ -206,7 +234,7 @@ def test_val_scores_and_breakdowns_carry_lmms_eval_clustered_errors(warehouse, l
                                            (2, (comp, comp_se, clo, chi))):
             xs = [m[idx] for m in members]
             assert mean == pytest.approx(sum(xs) / len(xs), rel=1e-12)
-            if len(xs) < 2:
+            if len(set(videos)) < 2:
                 assert se is None
                 continue
             assert se == pytest.approx(lmms.clustered_stderr(xs, videos), rel=1e-9, abs=1e-12)
@@ -230,6 +258,9 @@ def test_val_scores_and_breakdowns_carry_lmms_eval_clustered_errors(warehouse, l
     assert breakdowns
     for *key, se in breakdowns:
         members = by_value[tuple(key)]
+        if len({m[0] for m in members}) < 2:
+            assert se is None
+            continue
         assert se == pytest.approx(lmms.clustered_stderr([m[1] for m in members],
                                                          [m[0] for m in members]), rel=1e-9)
 
@@ -252,8 +283,8 @@ def test_val_run_pairs_against_scipy_and_lmms_eval(warehouse, lmms) -> None:
         ds = [a[u][3] - b[u][3] for u in common]
         videos = [a[u][1] for u in common]
         assert diff == pytest.approx(float(np.mean(ds)), abs=1e-12)
-        if n < 2:
-            assert se is None
+        if len(set(videos)) < 2:
+            assert se is None and lo is None and hi is None and p is None
             continue
         assert se == pytest.approx(lmms.clustered_stderr(ds, videos), rel=1e-9, abs=1e-12)
         clusters = len(set(videos))

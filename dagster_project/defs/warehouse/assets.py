@@ -105,8 +105,8 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
     catalog published (`warehouse/catalog.py`). A model or seed whose definition is the one
     the workspace already holds (`catalog.definitions`: a view reads the Parquet when queried)
     is not built again, only tested; it is reported as materialized, with its compiled SQL.
-    A model that does not build fails the step with its name and DuckDB's message; a test that
-    fails is a failed check."""
+    A model that does not build or a test that fails (a failed check) fails the step with the
+    node's name and the first line of dbt's message (`_failed_nodes`)."""
     home = benchlake.settings().home
     run_id = context.run.run_id
     wanted = _step_nodes(context)
@@ -133,6 +133,8 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
                           for e in raw.to_default_asset_events(
                               manifest=_manifest(), dagster_dbt_translator=TRANSLATOR,
                               context=context, target_path=ws.target, project=DBT_PROJECT)]
+            if invocation.process.returncode not in (0, 1):  # 1: a node failed; else dbt did
+                raise dg.Failure(description=f"dbt build failed: {_dbt_error(invocation)}")
             results = invocation.get_artifact("run_results.json")["results"]
             ws.record_results(results, current)
             catalog.publish(ws)
@@ -155,13 +157,34 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
             yield event
     finally:
         reader.close()
-    nodes = _manifest()["nodes"]
-    errors = [f"{nodes.get(r['unique_id'], {}).get('name', r['unique_id'])}: "
-              f"{_first_line(r.get('message'))}" for r in results if r["status"] == "error"]
-    if errors:
-        raise dg.Failure(description=f"dbt build: {'; '.join(errors)}",
-                         metadata={"errors": dg.MetadataValue.md(
-                             "\n".join(f"- {e}" for e in errors))})
+    failed = _failed_nodes(results)
+    if failed:
+        # A test that fails is a blocking check (ERROR severity): the step fails either way,
+        # here with each node's name and what dbt said, not a count of blocking checks.
+        shown = "; ".join(failed[:_SHOWN]) + (
+            f"; and {len(failed) - _SHOWN} more" if len(failed) > _SHOWN else "")
+        raise dg.Failure(description=shown, metadata={"errors": dg.MetadataValue.md(
+            "\n".join(f"- {e}" for e in failed))})
+
+
+_SHOWN = 3  # failed nodes named in the step's one-line failure (the metadata lists them all)
+
+
+def _failed_nodes(results: list[dict[str, Any]]) -> list[str]:
+    """`dbt <model|seed|test|unit test> failed: <name>: <first line of dbt's message>` for
+    every node of a build that errored or failed (a data test that found rows, a unit test
+    whose rows differ), in run order."""
+    manifest = _manifest()
+    known = {**manifest["nodes"], **manifest.get("unit_tests", {})}
+    out = []
+    for r in results:
+        if r["status"] not in ("error", "fail"):
+            continue
+        uid = r["unique_id"]
+        kind = uid.split(".", 1)[0].replace("_", " ")
+        name = known.get(uid, {}).get("name", uid)
+        out.append(f"dbt {kind} failed: {name}: {_first_line(r.get('message'))}")
+    return out
 
 
 def _compiled_before(ws: catalog.Workspace, uid: str) -> str | None:
@@ -227,14 +250,27 @@ def benchlake_views(context: dg.AssetExecutionContext, dbt: DbtCliResource,
 
 
 def _first_line(text: str | None) -> str:
-    """DuckDB's own message in dbt's error text ("Runtime Error in model x (path)" comes
-    first; the line saying what DuckDB refused follows)."""
+    """The first line of what dbt said, past its header: DuckDB's own message in an error
+    ("Runtime Error in model x (path)" comes first; the line saying what DuckDB refused
+    follows), a failed test's "Got 3 results, configured to fail if != 0"."""
     lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    said = [ln for ln in lines[1:] if not _HEADER.match(ln) and not ln.startswith(">")]
+    said = [ln for ln in lines if not _HEADER.match(ln) and not ln.startswith(">")]
     return (said or lines or ["failed"])[0]
 
 
-_HEADER = re.compile(r"^\w+ Error in (model|test|seed|unit_test) ")
+_HEADER = re.compile(r"^\w+ Error(?: in (?:model|test|seed|unit_test) |$)")  # or bare
+
+
+def _dbt_error(invocation: Any) -> str:
+    """The first line of what dbt logged as an error when it stopped before running its nodes
+    (a profile or project it could not read...), else its exit code."""
+    error = invocation.get_error()
+    text = str(getattr(error, "description", "") or "")
+    said = text.partition("Errors parsed from dbt logs:")[2]
+    lines = [ln for ln in said.splitlines() if ln.strip() and
+             not ln.strip().startswith("Encountered an error")]
+    return (_first_line("\n".join(lines)) if lines
+            else f"exit code {invocation.process.returncode}")
 
 
 def _model_metadata(spec: dg.AssetSpec, compiled: Mapping[str, str | None],

@@ -15,7 +15,8 @@ run_pairs AS (
 ),
 evaluations AS (
     SELECT p.profile, p.judge_run_id, p.base_judge_run_id, a.metric,
-           count(*) AS n_common, corr(a.score, b.score) AS correlation,
+           -- one pair or a side without variance: no correlation (corr gives NaN)
+           count(*) AS n_common, {{ finite_or_null('corr(a.score, b.score)') }} AS correlation,
            avg(abs(a.score - b.score)) AS mean_abs_diff
     FROM run_pairs AS p
     JOIN scores AS a ON a.profile = p.profile AND a.judge_run_id = p.judge_run_id
@@ -54,7 +55,7 @@ systems AS (
 )
 SELECT e.profile, e.judge_run_id, e.base_judge_run_id, e.metric, e.n_common, e.correlation,
        e.mean_abs_diff, coalesce(s.n_systems, 0) AS n_systems,
-       CASE WHEN isfinite(t.kendall_tau) THEN t.kendall_tau END AS kendall_tau
+       {{ finite_or_null('t.kendall_tau') }} AS kendall_tau  -- all ties on a side: 0/0
 FROM evaluations AS e
 LEFT JOIN systems AS s USING (profile, judge_run_id, base_judge_run_id, metric)
 LEFT JOIN tau AS t USING (profile, judge_run_id, base_judge_run_id, metric)

@@ -5,7 +5,8 @@
 -- [-100, 100], p_value the two-sided paired t test.
 -- bootstrap_p: a paired bootstrap test of no difference: B resamples of the cases (var
 -- bootstrap_draws, 2,000) with the per-case differences centred on 0,
--- p = (1 + #{|resampled mean| >= |observed mean|}) / (B + 1).
+-- p = (1 + #{|resampled mean| >= |observed mean|}) / (B + 1); NULL for a single common case (every
+-- resample is that case: no test), as p_value then has no degree of freedom.
 -- The resamples come from a fixed integer hash (macros/statistics.sql), so the view returns the
 -- same p on every run and machine; a pair and its mirror get the same p.
 WITH scored AS (
@@ -39,7 +40,7 @@ boot AS (
                 lambda i: diffs[i])) - final_score_diff) >= abs(final_score_diff)))
            / ({{ var('bootstrap_draws') }} + 1) AS bootstrap_p
     FROM means CROSS JOIN range({{ var('bootstrap_draws') }}) AS r(draw)
-    WHERE system < base_system
+    WHERE system < base_system AND n_common >= 2
     GROUP BY ALL
 ),
 tested AS (

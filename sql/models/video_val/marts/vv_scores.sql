@@ -48,8 +48,10 @@ macro AS (
            {%- for m in ['accuracy', 'composite'] %}
            CASE WHEN count({{ m }}_se) = count(*) AND min({{ m }}_df) >= 1 THEN
                sqrt(sum({{ m }}_se ^ 2)) / count(*) END AS {{ m }}_se,
+           -- every SE 0: 0/0, no df (the interval is then the point itself)
            CASE WHEN count({{ m }}_se) = count(*) AND min({{ m }}_df) >= 1 THEN
-               floor(sum({{ m }}_se ^ 2) ^ 2 / sum({{ m }}_se ^ 4 / {{ m }}_df)) END
+               {{ finite_or_null('floor(sum(' ~ m ~ '_se ^ 2) ^ 2 / sum(' ~ m ~ '_se ^ 4 / '
+                                 ~ m ~ '_df))') }} END
                AS {{ m }}_df{{ ',' if not loop.last }}
            {%- endfor %}
     FROM with_errors WHERE data_source <> 'all' GROUP BY policy, run_id, step
