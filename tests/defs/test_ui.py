@@ -342,7 +342,9 @@ def test_ui_daemon_runs_the_sensors_and_the_schedule(ui_server: UiServer) -> Non
     deadline = time.monotonic() + 90
     while True:
         state = graphql(port, sensor_query, {"s": selector})["sensorOrError"]["sensorState"]
-        if state["ticks"] or time.monotonic() > deadline:
+        # a tick still being evaluated (STARTED) has no outcome yet: wait for it
+        done = state["ticks"] and state["ticks"][0]["status"] != "STARTED"
+        if done or time.monotonic() > deadline:
             break
         time.sleep(2)
     assert state["status"] == "RUNNING"

@@ -181,7 +181,7 @@ def test_manifest(export_dir: Path, demo_warehouse: Settings) -> None:
     assert all(sha.match(f["sha256"]) for f in m["inputs"]["judgment_files"])
 
     board = _query(demo_warehouse, "SELECT profile, judge_run_id, system, modality, n_scored, "
-                                   "n_cases FROM rvp_leaderboard")
+                                   "n_cases, n_snapshot_cases FROM rvp_leaderboard")
     assert sorted(tuple(d.values()) for d in m["denominators"]["rvp_leaderboard"]) == \
         sorted(board)
     scores = _query(demo_warehouse, "SELECT policy, run_id, step, data_source, n_rows::BIGINT, "
