@@ -16,8 +16,10 @@ Memory is bounded by a batch, not by the records: the records are replayed from 
 only what decides later records stays in memory, a few hundred bytes per record: the digest
 of every record read and the place of its first sight, the identity of every accepted record,
 and per (system, case, judge run) its best attempt so far. `is_final` and the gt_compilation
-stage rows are known at the end; DuckDB then sorts each spilled table within `SORT_MEMORY`
-(the rest on disk) and it is written row group by row group (`ROW_GROUP_ROWS`, fewer if wide):
+stage rows are known at the end; DuckDB then sorts the keys of each spilled table within
+`SORT_MEMORY` (the rest on disk), fetches its rows in that order a slice at a time
+(`SORT_BATCHES * BATCH_ROWS`), and it is written row group by row group (`ROW_GROUP_ROWS`,
+fewer if wide):
 a smaller table has exactly the bytes `tables.write_table` gives it, a larger one the same rows
 in more row groups, equal inputs always equal bytes.
 """
@@ -296,16 +298,18 @@ class _Ingest:
         for spill in self.spills.values():
             spill.close()
         _release_freed_memory()  # the index's pages, before DuckDB takes its own
-        con = duckdb.connect(":memory:", config={
-            "python_enable_replacements": False, "memory_limit": SORT_MEMORY, "threads": 1,
-            "temp_directory": str(work / "sort")})
-        try:
-            con.register("finals", finals)
-            rows = {name: _write_sorted(con, self.spills[name], out[name], schema,
-                                        ORDER_BY[name])
-                    for name, schema in JUDGMENT_TABLES.items()}
-        finally:
-            con.close()
+        rows = {}
+        for name, schema in JUDGMENT_TABLES.items():
+            # a connection per table: what DuckDB kept for one sort is freed before the next
+            con = duckdb.connect(":memory:", config={
+                "python_enable_replacements": False, "memory_limit": SORT_MEMORY, "threads": 1,
+                "temp_directory": str(work / "sort")})
+            try:
+                con.register("finals", finals)
+                rows[name] = _write_sorted(con, self.spills[name], out[name], schema,
+                                           ORDER_BY[name])
+            finally:
+                con.close()
         return Written(rows, self.duplicates)
 
     def gt_row(self, rec: _Record, sha: str) -> dict[str, Any]:
@@ -384,7 +388,6 @@ def _write_sorted(con: duckdb.DuckDBPyConnection, spill: _Spill, path: Path,
                 n = min(held, ROW_GROUP_ROWS)
                 writer.write(table.slice(0, n).combine_chunks())
                 pending, held = table.slice(n).to_batches(), held - n
-    con.execute("DROP TABLE positions")
     return spill.count
 
 
