@@ -18,7 +18,7 @@ of every record read and the place of its first sight, the identity of every acc
 and per (system, case, judge run) its best attempt so far. `is_final` and the gt_compilation
 stage rows are known at the end; DuckDB then sorts the keys of each spilled table within
 `SORT_MEMORY` (the rest on disk), fetches its rows in that order a slice at a time
-(`SORT_BATCHES * BATCH_ROWS`), and it is written row group by row group (`ROW_GROUP_ROWS`,
+(`SLICE_BYTES`), and it is written row group by row group (`ROW_GROUP_ROWS`,
 fewer if wide):
 a smaller table has exactly the bytes `tables.write_table` gives it, a larger one the same rows
 in more row groups, equal inputs always equal bytes.
@@ -92,7 +92,7 @@ ORDER_BY = {
 ROW_GROUP_ROWS = 16_384
 ROW_GROUP_BYTES = 32 * 2**20
 SORT_MEMORY = "128MB"  # DuckDB's memory for sorting a table; beyond it, it sorts on disk
-SORT_BATCHES = 8  # the rows of a table are sorted this many `BATCH_ROWS` at a time
+SLICE_BYTES = 2 * 2**20  # the rows of a table are sorted about this much at a time (whole batches)
 _AFTER_ALL = 2**62  # `_seq` of the gt_compilation stage rows, made once every record is read
 _LINE_BITS = 32  # a place (file version, line) packed into one int: version index, then line
 
@@ -356,9 +356,9 @@ def _write_sorted(con: duckdb.DuckDBPyConnection, spill: _Spill, path: Path,
     that equal rows give equal bytes; the number of rows.
 
     Only the sort keys are sorted whole (into each row's position); the rows themselves are
-    then sorted `SORT_BATCHES * BATCH_ROWS` positions at a time, each slice fetched by a join on
-    its positions: DuckDB never holds more than a slice of wide rows, and the batches are those
-    one sort of every row would give (a slice is whole batches)."""
+    then sorted a slice of positions at a time (`SLICE_BYTES` of them, in whole `BATCH_ROWS`),
+    each fetched by a join on its positions: DuckDB never holds more than a slice of wide rows,
+    and the batches are those one sort of every row would give."""
     if spill.count == 0:
         write_table(schema.empty_table(), path)
         return 0
@@ -368,7 +368,10 @@ def _write_sorted(con: duckdb.DuckDBPyConnection, spill: _Spill, path: Path,
     # a table keeps the order it is filled in: row `rowid` of `positions` is the rowid-th
     con.execute(f"CREATE OR REPLACE TEMP TABLE positions AS SELECT s.file_row_number AS r "
                 f"FROM {spilled} ORDER BY {order_by}", [str(spill.path)])
-    step = SORT_BATCHES * BATCH_ROWS
+    meta = pq.ParquetFile(spill.path).metadata
+    row_bytes = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    row_bytes = max(1, row_bytes // spill.count)
+    step = max(1, SLICE_BYTES // (row_bytes * BATCH_ROWS)) * BATCH_ROWS
     readers = (con.sql(f"SELECT {columns} FROM {spilled} JOIN (SELECT rowid AS pos, r FROM "
                        "positions WHERE rowid >= ? AND rowid < ?) AS p ON s.file_row_number = p.r "
                        "ORDER BY p.pos",
