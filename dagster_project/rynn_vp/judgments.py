@@ -16,14 +16,18 @@ Memory is bounded by a batch, not by the records: the records are replayed from 
 only what decides later records stays in memory, a few hundred bytes per record: the digest
 of every record read and the place of its first sight, the identity of every accepted record,
 and per (system, case, judge run) its best attempt so far. `is_final` and the gt_compilation
-stage rows are known at the end; DuckDB then sorts each spilled table within `SORT_MEMORY`
-(the rest on disk) and it is written row group by row group (`ROW_GROUP_ROWS`, fewer if wide):
+stage rows are known at the end; DuckDB then sorts the keys of each spilled table within
+`SORT_MEMORY` (the rest on disk), fetches its rows in that order a slice at a time
+(`SLICE_BYTES`), and it is written row group by row group (`ROW_GROUP_ROWS`,
+fewer if wide):
 a smaller table has exactly the bytes `tables.write_table` gives it, a larger one the same rows
 in more row groups, equal inputs always equal bytes.
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import hashlib
 import json
 import sys
@@ -88,6 +92,7 @@ ORDER_BY = {
 ROW_GROUP_ROWS = 16_384
 ROW_GROUP_BYTES = 32 * 2**20
 SORT_MEMORY = "128MB"  # DuckDB's memory for sorting a table; beyond it, it sorts on disk
+SLICE_BYTES = 2 * 2**20  # the rows of a table are sorted about this much at a time (whole batches)
 _AFTER_ALL = 2**62  # `_seq` of the gt_compilation stage rows, made once every record is read
 _LINE_BITS = 32  # a place (file version, line) packed into one int: version index, then line
 
@@ -289,18 +294,22 @@ class _Ingest:
         self.groups.clear()
         self.seen.clear()
         self.judgments.clear()
+        self.gts.clear()
         for spill in self.spills.values():
             spill.close()
-        con = duckdb.connect(":memory:", config={
-            "python_enable_replacements": False, "memory_limit": SORT_MEMORY, "threads": 1,
-            "temp_directory": str(work / "sort")})
-        try:
-            con.register("finals", finals)
-            rows = {name: _write_sorted(con, self.spills[name], out[name], schema,
-                                        ORDER_BY[name])
-                    for name, schema in JUDGMENT_TABLES.items()}
-        finally:
-            con.close()
+        _release_freed_memory()  # the index's pages, before DuckDB takes its own
+        rows = {}
+        for name, schema in JUDGMENT_TABLES.items():
+            # a connection per table: what DuckDB kept for one sort is freed before the next
+            con = duckdb.connect(":memory:", config={
+                "python_enable_replacements": False, "memory_limit": SORT_MEMORY, "threads": 1,
+                "temp_directory": str(work / "sort")})
+            try:
+                con.register("finals", finals)
+                rows[name] = _write_sorted(con, self.spills[name], out[name], schema,
+                                           ORDER_BY[name])
+            finally:
+                con.close()
         return Written(rows, self.duplicates)
 
     def gt_row(self, rec: _Record, sha: str) -> dict[str, Any]:
@@ -344,18 +353,34 @@ def _write_sorted(con: duckdb.DuckDBPyConnection, spill: _Spill, path: Path,
                   schema: pa.Schema, order_by: str) -> int:
     """The spilled rows sorted into table `path` (`is_final`: the record is a group's final
     attempt), `ROW_GROUP_ROWS` rows per row group, each written from one contiguous table so
-    that equal rows give equal bytes; the number of rows."""
+    that equal rows give equal bytes; the number of rows.
+
+    Only the sort keys are sorted whole (into each row's position); the rows themselves are
+    then sorted a slice of positions at a time (`SLICE_BYTES` of them, in whole `BATCH_ROWS`),
+    each fetched by a join on its positions: DuckDB never holds more than a slice of wide rows,
+    and the batches are those one sort of every row would give."""
     if spill.count == 0:
         write_table(schema.empty_table(), path)
         return 0
     columns = ", ".join("s._seq IN (SELECT seq FROM finals) AS is_final" if n == "is_final"
                         else f's."{n}"' for n in schema.names)
-    reader = con.sql(f"SELECT {columns} FROM read_parquet(?) AS s ORDER BY {order_by}",
-                     params=[str(spill.path)]).to_arrow_reader(BATCH_ROWS)
+    spilled = "read_parquet(?, file_row_number = true) AS s"
+    # a table keeps the order it is filled in: row `rowid` of `positions` is the rowid-th
+    con.execute(f"CREATE OR REPLACE TEMP TABLE positions AS SELECT s.file_row_number AS r "
+                f"FROM {spilled} ORDER BY {order_by}", [str(spill.path)])
+    meta = pq.ParquetFile(spill.path).metadata
+    row_bytes = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    row_bytes = max(1, row_bytes // spill.count)
+    step = max(1, SLICE_BYTES // (row_bytes * BATCH_ROWS)) * BATCH_ROWS
+    readers = (con.sql(f"SELECT {columns} FROM {spilled} JOIN (SELECT rowid AS pos, r FROM "
+                       "positions WHERE rowid >= ? AND rowid < ?) AS p ON s.file_row_number = p.r "
+                       "ORDER BY p.pos",
+                       params=[str(spill.path), lo, lo + step]).to_arrow_reader(BATCH_ROWS)
+               for lo in range(0, spill.count, step))
     pending: list[pa.RecordBatch] = []
     held = 0
     with streaming_parquet(path, schema) as writer:
-        for batch in chain(reader, [None]):
+        for batch in chain(chain.from_iterable(readers), [None]):
             if batch is not None:
                 pending.append(batch.cast(schema))
                 held += batch.num_rows
@@ -367,6 +392,14 @@ def _write_sorted(con: duckdb.DuckDBPyConnection, spill: _Spill, path: Path,
                 writer.write(table.slice(0, n).combine_chunks())
                 pending, held = table.slice(n).to_batches(), held - n
     return spill.count
+
+
+def _release_freed_memory() -> None:
+    """Give the pages of freed objects back to the system: glibc keeps them otherwise, and the
+    sort that follows would come on top of them (the peak of a run)."""
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 def gt_stage_row(group: tuple[str, str, str], current_runs: set[str]) -> dict[str, Any]:
