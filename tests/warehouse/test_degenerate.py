@@ -147,7 +147,6 @@ def test_a_failed_dbt_test_and_model_are_named_with_dbts_message(demo_warehouse,
     said = ("dbt test failed: not_null_stg_rvp_judgments_judge_run_id: "
             "Got 1 result, configured to fail if != 0")
     assert f"failed: {said}" in done.stderr, done.stderr  # the CLI's line
-    assert f"FAILED benchlake_views: {said}" in done.stderr  # and the step's
     assert "The dbt CLI process" not in done.stderr and "blocking asset check" not in done.stderr
 
     # a table that is no Parquet: the view cannot be built (its definition is built again
