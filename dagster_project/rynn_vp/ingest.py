@@ -238,16 +238,17 @@ INTERVALS_SCHEMA = raw_schema("rvp_intervals")
 CASE_STAGES = ("rvp_checksums", "rvp_media", "rvp_cases")
 
 
-def refused_cases(home: Path) -> dict[str, str]:
+def refused_cases(home: Path, stages: tuple[str, ...] = CASE_STAGES) -> dict[str, str]:
     """{case_id: "case refused at <stage>: <file>: <reason>"} for every case the ingest refused
-    (its first refusal, in stage order): what the candidates and judgments of such a case say,
-    instead of calling it unknown."""
+    at `stages` (its first refusal, in stage order): what the candidates and judgments of such a
+    case say, instead of calling it unknown, and the cases `rvp_cases` leaves out for the
+    stages before it. (int_rvp_snapshot_cases names the same stages in SQL.)"""
     import pyarrow.parquet as pq
 
     from dagster_project.tables import table_path
 
     refused: dict[str, str] = {}
-    for stage in CASE_STAGES:
+    for stage in stages:
         part = table_path(home, "rvp_rejects", stage)
         if not part.exists():
             continue

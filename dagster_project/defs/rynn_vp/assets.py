@@ -54,6 +54,7 @@ from dagster_project.rynn_vp.fingerprint import (
     gt_fingerprint,
 )
 from dagster_project.rynn_vp.ingest import (
+    CASE_STAGES,
     CASES_SCHEMA,
     INTERVALS_SCHEMA,
     MEDIA_FILES,
@@ -260,10 +261,8 @@ def rvp_cases_and_intervals(context: dg.AssetExecutionContext, benchlake: Benchl
     does not decode is left out whole; each problem is in rvp_rejects."""
     started(context, benchlake)
     root, media_mode = snapshot_root(benchlake.settings().home)
-    bad_elsewhere = set()
-    for stage in ("rvp_checksums", "rvp_media"):
-        for r in pq.read_table(benchlake.table_path("rvp_rejects", stage)).to_pylist():
-            bad_elsewhere.add(r["case_id"])
+    # the cases refused by the stages before this one (a failed checksum, media that do not decode)
+    bad_elsewhere = refused_cases(benchlake.settings().home, CASE_STAGES[:-1])
     case_dirs, rejects = list_case_dirs(root)
     cases, intervals = [], []
     for case_dir in case_dirs:
@@ -277,7 +276,7 @@ def rvp_cases_and_intervals(context: dg.AssetExecutionContext, benchlake: Benchl
     _write_rejects(benchlake, "rvp_cases", rejects)
     yield write_and_describe(context, benchlake, "rvp_cases", rows_to_table(cases, CASES_SCHEMA),
                              rejects=len(rejects),
-                             excluded_by_other_stages=len(bad_elsewhere - {None}))
+                             excluded_by_other_stages=len(bad_elsewhere))
     yield write_and_describe(context, benchlake, "rvp_intervals",
                              rows_to_table(intervals, INTERVALS_SCHEMA))
 
