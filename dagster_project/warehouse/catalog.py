@@ -84,10 +84,33 @@ class Workspace:
             con.close()
         return {uid: fp for uid, fp in recorded.items() if uid.rsplit(".", 1)[-1] in present}
 
+    @property
+    def _outcomes(self) -> Path:
+        return self.folder / "outcomes.json"
+
+    def outcomes(self) -> dict[str, dict[str, Any]]:
+        """What earlier builds found, per node, with the `inputs()` fingerprint it was found
+        on: `passed` for a data test that passed; `preview` (row count, Markdown) for a mart."""
+        try:
+            return json.loads(self._outcomes.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    def record_outcomes(self, outcomes: Mapping[str, dict[str, Any] | None]) -> None:
+        """Keep `outcomes` (a node mapped to None is forgotten: a test that failed)."""
+        recorded = self.outcomes()
+        for uid, value in outcomes.items():
+            if value is None:
+                recorded.pop(uid, None)
+            else:
+                recorded[uid] = value
+        _write_json(self._outcomes, recorded)
+
     def record_results(self, results: Iterable[Mapping[str, Any]],
-                       current: Mapping[str, str] | None = None) -> None:
-        """Note the definitions a dbt command just built (`run_results.json`'s results) and
-        forget those whose build failed (`current`: `definitions(home)`, if already read)."""
+                       current: Mapping[str, str | None] | None = None) -> None:
+        """Note what a dbt command just built (`run_results.json`'s results) and forget those
+        whose build failed (`current`: what each node is now, `definitions(home)` by default;
+        for a model materialized as a table, the `inputs` it was built from)."""
         current = definitions(self.home) if current is None else current
         recorded = self.built()
         for r in results:
@@ -96,9 +119,13 @@ class Workspace:
                 recorded[uid] = current[uid]
             elif uid in current:
                 recorded.pop(uid, None)
-        tmp = self._definitions.with_name(f".{self._definitions.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(recorded, indent=0, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, self._definitions)
+        _write_json(self._definitions, recorded)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(value, indent=0, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 @contextlib.contextmanager
@@ -213,6 +240,56 @@ def definitions(home: Path | str) -> dict[str, str]:
         return done[uid]
 
     return {uid: node(uid) for uid, n in nodes.items() if n["resource_type"] in ("model", "seed")}
+
+
+def inputs(home: Path | str, current: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """For every model, seed and data test: a fingerprint of what its result is made of: its
+    definition (`definitions`; for a test, its SQL, arguments and config and the definitions of
+    what it reads) and the contents of every raw table it reads, directly or through other
+    models (`tables.content_version`: a digest of a single file's bytes, or of a parted table's
+    part names and sizes). Equal fingerprints, equal results: a test that passed on them passes
+    again and a mart's preview is the same, so neither is computed again (`Workspace.outcomes`).
+    None for a node that reads anything but raw tables (the run markers of benchlake_status):
+    its result is never reused."""
+    from dagster_project.tables import content_version
+
+    manifest = json.loads(DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
+    nodes, sources = manifest["nodes"], manifest["sources"]
+    current = definitions(home) if current is None else current
+    versions: dict[str, str | None] = {}
+    for uid, s in sources.items():
+        location = str((s.get("external") or {}).get("location") or
+                       s.get("meta", {}).get("external_location") or
+                       s.get("source_meta", {}).get("external_location") or "")
+        versions[uid] = (content_version(Path(home), s["name"]) if "/tables/raw/" in location
+                         else None)
+    reads: dict[str, frozenset[str]] = {}
+
+    def raw_tables(uid: str) -> frozenset[str]:
+        if uid not in reads:
+            reads[uid] = frozenset()  # a cycle cannot occur in dbt; this guards the recursion
+            deps = nodes.get(uid, {}).get("depends_on", {}).get("nodes", [])
+            reads[uid] = frozenset(d for d in deps if d in sources).union(
+                *(raw_tables(d) for d in deps if d in nodes))
+        return reads[uid]
+
+    out: dict[str, str | None] = {}
+    for uid, n in nodes.items():
+        kind = n["resource_type"]
+        if kind in ("model", "seed"):
+            own: Any = current.get(uid)
+        elif kind == "test":
+            own = [n.get("raw_code"), n.get("test_metadata"), n["config"],
+                   [current.get(d) for d in sorted(n["depends_on"]["nodes"])]]
+        else:
+            continue
+        tables = sorted(raw_tables(uid))
+        if any(versions[t] is None for t in tables):
+            out[uid] = None
+            continue
+        out[uid] = hashlib.sha256(json.dumps([own, [(t, versions[t]) for t in tables]],
+                                             sort_keys=True, default=str).encode()).hexdigest()
+    return out
 
 
 def _quote(path: Path | str) -> str:

@@ -140,7 +140,9 @@ def test_dbt_tests_are_asset_checks_of_the_models():
     assert sum(len(v) for v in checks_by_asset.values()) > 250
     assert any(n.startswith("unique_combination_of_columns") for n in
                checks_by_asset["rvp_leaderboard"])
-    assert any(n.startswith("accepted_values") for n in checks_by_asset["vv_scored_responses"])
+    assert any(n.startswith("accepted_values") for n in checks_by_asset["vv_breakdowns"])
+    # the response tables are checked part by part, in Python (video_val/part_checks.py)
+    assert "vv_scored_parts_valid" in checks_by_asset["raw_vv_scored_responses"]
     assert any(n.startswith("relationships") for n in checks_by_asset["rvp_judgments"])
 
 

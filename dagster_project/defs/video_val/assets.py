@@ -35,6 +35,7 @@ from dagster_project.tables import content_version, rows_to_table, write_table
 from dagster_project.video_val.frame_plan import FRAME_PLAN_SCHEMA, plan_video
 from dagster_project.video_val.frames import FRAMES_VERSION, sync_frames
 from dagster_project.video_val.policies import default_policy
+from dagster_project.video_val.question_scores import QUESTION_SCORES_VERSION, question_score_parts
 from dagster_project.video_val.read import (
     QUESTIONS_SCHEMA,
     VAL_REJECTS_SCHEMA,
@@ -153,15 +154,19 @@ def vv_questions(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
         context.log.warning("no video roots: set VIDEO_VAL_ROOTS or VIDEO_VAL_PREFIX_MAP; no "
                             "val video is opened until then")
     rows, rejects = [], []
+    looked_at: dict[str, tuple[bool, bool]] = {}  # a video's (in the roots, exists), once
     for src in benchlake.read("vv_source").to_pylist():
         result = read_val_parquet(Path(src["file_path"]), src["data_source"])
         rejects.extend(result.rejects)
         for row in result.rows:
             path, matched = remap_uri(row["video_uri"], prefix_map)
-            # Only a path inside a configured root is ever looked at (stat'ed, probed).
-            in_roots = path is not None and inside_roots(path, roots)
+            if path is not None and path not in looked_at:
+                # Only a path inside a configured root is ever looked at (stat'ed, probed).
+                in_roots = inside_roots(path, roots)
+                looked_at[path] = (in_roots, in_roots and Path(path).is_file())
+            in_roots, exists = looked_at[path] if path is not None else (False, False)
             row.update(video_path=path, prefix_matched=matched, video_in_roots=in_roots,
-                       video_exists=in_roots and Path(path).is_file())
+                       video_exists=exists)
             rows.append(row)
     rows.sort(key=lambda r: (r["data_source"], r["row_index"]))
     _write_val_rejects(benchlake, "vv_questions", rejects)
@@ -317,6 +322,20 @@ def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeS
     context.log.info(f"{len(result.written)} parts scored ({result.rows_written} responses), "
                      f"{result.kept} already scored")
     return _parts_result(context, benchlake, "vv_scored_responses", result)
+
+
+@dg.asset(key=raw_key("vv_question_scores"), group_name=GROUP, kinds={"parquet"},
+          deps=[raw_key("vv_scored_responses")], code_version=QUESTION_SCORES_VERSION)
+def vv_question_scores(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
+    """Per checkpoint and question: the samples counted (first record of each key), the correct
+    ones, each format rule's passes and the majority letter, one part per checkpoint, rewritten
+    only when a scored part holding that checkpoint changed (`video_val/question_scores.py`).
+    Every score view reads these rows, not the responses."""
+    started(context, benchlake)
+    result = question_score_parts(benchlake.settings().home)
+    context.log.info(f"{len(result.written)} checkpoints counted ({result.rows_written} "
+                     f"question rows), {result.kept} unchanged")
+    return _parts_result(context, benchlake, "vv_question_scores", result)
 
 
 @dg.asset(key=raw_key("vv_verl_metrics"), group_name=GROUP, kinds={"parquet"},

@@ -4,6 +4,12 @@ import dagster as dg
 import polars as pl
 
 from dagster_project.defs.resources import BenchlakeSettings, raw_key
+from dagster_project.video_val.part_checks import (
+    QUESTION_INVARIANTS,
+    RESPONSE_INVARIANTS,
+    SCORED_INVARIANTS,
+    check_new_parts,
+)
 
 
 @dg.asset_check(asset=raw_key("vv_questions"))
@@ -44,3 +50,39 @@ def vv_frame_plan_within_bounds(benchlake: BenchlakeSettings) -> dg.AssetCheckRe
             problems.append(r["video_path"])
     return dg.AssetCheckResult(passed=not problems, metadata={"plans": df.height,
                                                               "violations": len(problems)})
+
+
+def _part_check(benchlake: BenchlakeSettings, table: str, check: str,
+                invariants: dict[str, str]) -> dg.AssetCheckResult:
+    found = check_new_parts(benchlake.settings().home, table, check, invariants)
+    return dg.AssetCheckResult(
+        passed=found.passed,
+        description=None if found.passed else "; ".join(
+            f"{name}: broken in {len(parts)} part(s), e.g. {parts[0]}"
+            for name, parts in found.violations.items()),
+        metadata={"parts_checked": found.checked, "parts_passed_before": found.already,
+                  "invariants": dg.MetadataValue.md("\n".join(f"- {n}" for n in invariants))})
+
+
+@dg.asset_check(asset=raw_key("vv_responses"), blocking=True)
+def vv_response_parts_valid(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
+    """Each new part of the parsed responses (`video_val/part_checks.py`): keys and where each
+    record was read not null, each record once. A part that passed is not read again."""
+    return _part_check(benchlake, "vv_responses", "vv_response_parts_valid",
+                       RESPONSE_INVARIANTS)
+
+
+@dg.asset_check(asset=raw_key("vv_scored_responses"), blocking=True)
+def vv_scored_parts_valid(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
+    """Each new scored part: as vv_response_parts_valid, and every extraction method known, a
+    letter exactly when a method found one, `correct` the letter equal to the ground truth, both
+    format flags set."""
+    return _part_check(benchlake, "vv_scored_responses", "vv_scored_parts_valid",
+                       SCORED_INVARIANTS)
+
+
+@dg.asset_check(asset=raw_key("vv_question_scores"), blocking=True)
+def vv_question_parts_valid(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
+    """Each new checkpoint's question rows: one per question, counts within its samples."""
+    return _part_check(benchlake, "vv_question_scores", "vv_question_parts_valid",
+                       QUESTION_INVARIANTS)

@@ -82,19 +82,25 @@ def _step_nodes(context: dg.AssetExecutionContext) -> dict[str, dg.AssetKey]:
             for k in context.selected_asset_keys}
 
 
-def _selection(context: dg.AssetExecutionContext, build: set[str]) -> list[str]:
-    """The dbt nodes to run, named explicitly: the models and seeds to (re)build, the data
-    tests of exactly the checks Dagster put in this step, and the unit tests of the models
-    rebuilt. A test that reads two models runs in the step that builds the model it belongs
-    to, after the other one (its check declares that dependency): never early, never
-    skipped."""
+def _step_tests(context: dg.AssetExecutionContext) -> dict[str, dg.AssetCheckKey]:
+    """The data tests of exactly the checks Dagster put in this step, by dbt unique id."""
     assets_def = context.assets_def
-    tests = {assets_def.get_spec_for_check_key(k).metadata[DAGSTER_DBT_UNIQUE_ID_METADATA_KEY]
-             for k in context.selected_asset_check_keys}
+    return {assets_def.get_spec_for_check_key(k).metadata[DAGSTER_DBT_UNIQUE_ID_METADATA_KEY]: k
+            for k in context.selected_asset_check_keys}
+
+
+def _selection(context: dg.AssetExecutionContext, build: set[str], tests: set[str],
+               redefined: set[str]) -> list[str]:
+    """The dbt nodes to run, named explicitly: the models and seeds to (re)build, the data
+    tests to run, and the unit tests of the models whose definition changed (a table rebuilt
+    for new data needs none: unit tests read fixtures). A test that reads two models runs
+    in the step that builds the model it belongs to, after the other one (its check declares
+    that dependency): never early, never skipped."""
     nodes = _manifest()
     # unit tests go with the checks: a run without checks (a test of the tables) has neither
-    unit = [u for u in nodes.get("unit_tests", {}).values()
-            if set(u["depends_on"]["nodes"]) & build] if tests else []
+    unit = ([u for u in nodes.get("unit_tests", {}).values()
+             if set(u["depends_on"]["nodes"]) & redefined]
+            if context.selected_asset_check_keys else [])
     found = [nodes["nodes"][i] for i in sorted(build | tests)] + unit
     return sorted(".".join(n["fqn"]) for n in found)
 
@@ -106,16 +112,31 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
     the workspace already holds (`catalog.definitions`: a view reads the Parquet when queried)
     is not built again, only tested; it is reported as materialized, with its compiled SQL.
     A model that does not build or a test that fails (a failed check) fails the step with the
-    node's name and the first line of dbt's message (`_failed_nodes`)."""
+    node's name and the first line of dbt's message (`_failed_nodes`).
+
+    A data test that passed on the same inputs (`catalog.inputs`: its definition and the
+    contents of every raw table it reads) is not run again: its check is reported passed, with
+    the run it passed in. So is a mart's preview (row count and first rows): a run that adds
+    one checkpoint re-runs only the tests that read its tables, and a run where nothing
+    changed runs no dbt at all."""
     home = benchlake.settings().home
     run_id = context.run.run_id
     wanted = _step_nodes(context)
     events: list[Any] = []
     results: list[dict[str, Any]] = []
+    tests = _step_tests(context)
     with catalog.workspace(home) as ws:
         current, built = catalog.definitions(home), ws.built()
-        rebuild = {uid for uid in wanted if built.get(uid) != current[uid]}
-        selection = _selection(context, rebuild)
+        inputs, outcomes = catalog.inputs(home, current), ws.outcomes()
+        # a view is rebuilt when its definition changed; a table also when its data did
+        state = {uid: (f"{current[uid]}:{inputs[uid]}" if inputs[uid] else None)
+                 if _is_table(uid) else current[uid] for uid in current}
+        rebuild = {uid for uid in wanted if state[uid] is None or built.get(uid) != state[uid]}
+        reused = {uid for uid in tests
+                  if inputs[uid] and outcomes.get(uid, {}).get("inputs") == inputs[uid]}
+        redefined = {uid for uid in rebuild
+                     if (built.get(uid) or "").partition(":")[0] != current[uid]}
+        selection = _selection(context, rebuild, set(tests) - reused, redefined)
         if selection:
             # The catalog is a table of its own in benchlake_status: a build that dies leaves
             # it incomplete (and a marker exists before the status view is first built).
@@ -136,27 +157,42 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
             if invocation.process.returncode not in (0, 1):  # 1: a node failed; else dbt did
                 raise dg.Failure(description=f"dbt build failed: {_dbt_error(invocation)}")
             results = invocation.get_artifact("run_results.json")["results"]
-            ws.record_results(results, current)
+            ws.record_results(results, state)
+            ws.record_outcomes({r["unique_id"]: (
+                {"inputs": inputs[r["unique_id"]], "passed_in": run_id}
+                if r["status"] == "pass" and inputs.get(r["unique_id"]) else None)
+                for r in results if r["unique_id"] in tests})
             catalog.publish(ws)
             mark_written(home, CATALOG, run_id, len(results))
     compiled = {r["unique_id"]: r.get("compiled_code") for r in results}
-    reader = catalog.connect(home)
+    previews = _Previews(ws, inputs, outcomes)
     try:
-        # unchanged first, in dependency order: whatever depends on a rebuilt one was rebuilt
-        for uid in (u for u in _ORDER if u in wanted and u not in rebuild):
+        # every output in dependency order (a view over a rebuilt table is not rebuilt), then
+        # the checks
+        built_now = {context.assets_def.specs_by_key[context.asset_key_for_output(
+            e.output_name)].metadata[DAGSTER_DBT_UNIQUE_ID_METADATA_KEY]: e
+            for e in events if isinstance(e, dg.Output)}
+        for uid in (u for u in _ORDER if u in wanted):
             spec = context.assets_def.specs_by_key[wanted[uid]]
-            yield dg.Output(None, output_name=context.assets_def.get_output_name_for_asset_key(
-                spec.key), metadata={"rebuilt": False, **_model_metadata(
-                    spec, {uid: _compiled_before(ws, uid)}, reader)})
-        for event in events:
-            if isinstance(event, dg.Output):
-                spec = context.assets_def.specs_by_key[
-                    context.asset_key_for_output(event.output_name)]
-                extra = _model_metadata(spec, compiled, reader)
-                event = event.with_metadata({**event.metadata, **extra})
-            yield event
+            if uid in built_now:
+                event = built_now[uid]
+                yield event.with_metadata({**event.metadata,
+                                           **_model_metadata(spec, compiled, previews)})
+            elif uid not in rebuild:
+                yield dg.Output(None, output_name=context.assets_def.
+                                get_output_name_for_asset_key(spec.key),
+                                metadata={"rebuilt": False, **_model_metadata(
+                                    spec, {uid: _compiled_before(ws, uid)}, previews)})
+        yield from (e for e in events if not isinstance(e, dg.Output))
+        for uid in sorted(reused):
+            key = tests[uid]
+            yield dg.AssetCheckResult(
+                asset_key=key.asset_key, check_name=key.name, passed=True,
+                metadata={"reused": dg.MetadataValue.text(
+                    "passed on the same definition and data in run "
+                    f"{outcomes[uid].get('passed_in', '?')}: not run again")})
     finally:
-        reader.close()
+        previews.close()
     failed = _failed_nodes(results)
     if failed:
         # A test that fails is a blocking check (ERROR severity): the step fails either way,
@@ -185,6 +221,12 @@ def _failed_nodes(results: list[dict[str, Any]]) -> list[str]:
         name = known.get(uid, {}).get("name", uid)
         out.append(f"dbt {kind} failed: {name}: {_first_line(r.get('message'))}")
     return out
+
+
+def _is_table(uid: str) -> bool:
+    """A model materialized as a table (a mart whose every read would otherwise recompute it
+    over the campaign): rebuilt when the raw tables it reads change."""
+    return _manifest()["nodes"][uid]["config"].get("materialized") == "table"
 
 
 def _compiled_before(ws: catalog.Workspace, uid: str) -> str | None:
@@ -273,13 +315,43 @@ def _dbt_error(invocation: Any) -> str:
             else f"exit code {invocation.process.returncode}")
 
 
+class _Previews:
+    """Each mart's preview (row count, first rows), computed on the published catalog, or the
+    one recorded for the same `catalog.inputs` fingerprint (no query at all)."""
+
+    def __init__(self, ws: catalog.Workspace, inputs: Mapping[str, str | None],
+                 outcomes: Mapping[str, dict[str, Any]]) -> None:
+        self.ws, self.inputs, self.outcomes = ws, inputs, outcomes
+        self.reader: Any = None
+        self.computed: dict[str, dict[str, Any]] = {}
+
+    def get(self, uid: str, relation: str) -> tuple[int, str]:
+        known = self.outcomes.get(uid, {})
+        if self.inputs.get(uid) and known.get("inputs") == self.inputs[uid] and "preview" in known:
+            return known["rows"], known["preview"]
+        if self.reader is None:
+            self.reader = catalog.connect(self.ws.home)
+        count, table = preview(self.reader, relation)
+        if self.inputs.get(uid):
+            self.computed[uid] = {"inputs": self.inputs[uid], "rows": count, "preview": table}
+        return count, table
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+        if self.computed:
+            with catalog.workspace(self.ws.home) as ws:
+                ws.record_outcomes(self.computed)
+
+
 def _model_metadata(spec: dg.AssetSpec, compiled: Mapping[str, str | None],
-                    reader: Any) -> dict[str, Any]:
+                    previews: _Previews) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    code = compiled.get(spec.metadata[DAGSTER_DBT_UNIQUE_ID_METADATA_KEY])
+    uid = spec.metadata[DAGSTER_DBT_UNIQUE_ID_METADATA_KEY]
+    code = compiled.get(uid)
     if code:
         out["compiled_sql"] = dg.MetadataValue.md(f"```sql\n{code.strip()}\n```")
     if PREVIEW_TAG in spec.tags:
-        count, table = preview(reader, spec.key.path[-1])
+        count, table = previews.get(uid, spec.key.path[-1])
         out.update({"dagster/row_count": count, "preview": dg.MetadataValue.md(table)})
     return out

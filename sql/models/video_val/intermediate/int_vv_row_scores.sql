@@ -1,16 +1,15 @@
 -- Intermediate: one row per (policy, run, step, question): the mean over its samples (a single
 -- sample is itself), so a question weighs the same whatever its number of samples. The samples
--- are counted once per question, then each policy weighs the counts: its composite, the mean of
--- accuracy_weight·correct + format_weight·format_ok over the samples, is the same weighted sum of
--- the two means. Each format rule's column (vv_format_rules) is averaged under its own name.
+-- are counted once per question, when its checkpoint's responses arrived
+-- (stg_vv_question_scores), then each policy weighs the counts: its composite, the mean of
+-- accuracy_weight·correct + format_weight·format_ok over the samples, is the same weighted sum
+-- of the two means. Each format rule's column (vv_format_rules) is averaged under its own name.
 WITH questions AS (
-    SELECT run_id, step, uid, data_source, count(*) AS k,
-           avg(CAST(correct AS DOUBLE)) AS accuracy
+    SELECT run_id, step, uid, data_source, k, n_correct / k AS accuracy
            {%- for column in vv_format_columns() %},
-           avg(CAST({{ column }} AS DOUBLE)) AS {{ column }}
+           n_{{ column }} / k AS {{ column }}
            {%- endfor %}
-    FROM {{ ref('int_vv_accepted_scores') }}
-    GROUP BY run_id, step, uid, data_source
+    FROM {{ ref('stg_vv_question_scores') }}
 ),
 rated AS (
     SELECT p.policy, q.run_id, q.step, q.uid, q.data_source,

@@ -1,0 +1,127 @@
+"""Per-question scores, one part per checkpoint: what every score view reads instead of the
+responses.
+
+A campaign is millions of responses but only (checkpoints × questions) question rows: about 8×
+fewer at 8 samples per question. `raw_vv_question_scores` holds, per (run_id, step, uid), the
+samples the views count (`k`), how many were correct, how many passed each format rule, and the
+majority letter; `int_vv_row_scores` and `vv_sample_metrics` read it, so every score, breakdown,
+paired test and best checkpoint is computed from question rows, never from the responses again.
+
+One part per checkpoint (run_id, step), keyed by the scored parts that hold any response of it
+(`response_parts.score_parts`; a scored part's key is its file version's content, the questions
+it was scored against and the scoring code) and `QUESTION_SCORES_VERSION`. A key (run_id, step,
+uid, sample_idx) can only repeat inside its own checkpoint, so a checkpoint's part decides
+"first record wins" (first in (source_file, file_version, line) order: the rule of
+`int_vv_later_records`, which the response-grain views keep) over that checkpoint's responses
+only. A new checkpoint file writes one part; a file that adds samples to an existing checkpoint
+rewrites that checkpoint's part; nothing else is read. Which checkpoints a scored part holds is
+read from its Parquet footer's min/max statistics (a file of one checkpoint, as verl writes
+them), else from its two key columns.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+
+from dagster_project.parts import PartStore
+from dagster_project.tables import raw_schema
+from dagster_project.video_val.format_rules import FORMAT_RULES
+from dagster_project.video_val.response_parts import PartsResult, scored_store
+
+QUESTION_SCORES_VERSION = "1"
+QUESTION_SCORES_SCHEMA = raw_schema("vv_question_scores")
+FORMAT_COLUMNS = [f"format_{rule}" for rule in FORMAT_RULES]
+
+
+def question_scores_store(home: Path) -> PartStore:
+    return PartStore.of_table(home, "vv_question_scores", QUESTION_SCORES_VERSION,
+                              QUESTION_SCORES_SCHEMA)
+
+
+def checkpoints_of(path: Path) -> set[tuple[str, int]]:
+    """The (run_id, step) pairs of the responses in scored part `path`."""
+    meta = pq.ParquetFile(path).metadata
+    if meta.num_rows == 0:
+        return set()
+    names = meta.schema.to_arrow_schema().names
+    columns = [names.index("run_id"), names.index("step")]
+    found = set()
+    for g in range(meta.num_row_groups):
+        stats = [meta.row_group(g).column(c).statistics for c in columns]
+        if not all(s is not None and s.has_min_max and s.min == s.max for s in stats):
+            break
+        found.add((stats[0].min, stats[1].min))
+    else:
+        return found
+    con = duckdb.connect()
+    try:
+        return {(r, s) for r, s in con.execute(
+            "SELECT DISTINCT run_id, step FROM read_parquet(?)", [str(path)]).fetchall()}
+    finally:
+        con.close()
+
+
+# The accepted responses of one checkpoint (first record of each (uid, sample_idx) in
+# (source_file, file_version, line) order), then per question: the samples counted, the correct
+# ones, each format rule's passes, and the majority letter over the extracted letters (samples
+# without one do not vote; a tie goes to the alphabetically first letter), as vv_sample_metrics
+# defined it over the responses.
+_SQL = """
+WITH accepted AS (
+    SELECT * FROM read_parquet($files)
+    WHERE run_id = $run_id AND step = $step
+    QUALIFY row_number() OVER (PARTITION BY uid, sample_idx
+                               ORDER BY source_file, file_version, line) = 1
+),
+votes AS (
+    SELECT uid, extracted, count(*) AS n FROM accepted
+    WHERE extracted IS NOT NULL GROUP BY uid, extracted
+),
+majority AS (
+    SELECT uid, arg_max(extracted, n * 1000 - ascii(extracted)) AS majority_letter
+    FROM votes GROUP BY uid
+)
+SELECT a.run_id, a.step, a.uid, any_value(a.data_source) AS data_source,
+       any_value(a.ground_truth) AS ground_truth, count(*) AS k,
+       count(*) FILTER (WHERE a.correct) AS n_correct,
+       {formats}, any_value(m.majority_letter) AS majority_letter
+FROM accepted AS a LEFT JOIN majority AS m USING (uid)
+GROUP BY a.run_id, a.step, a.uid
+ORDER BY a.uid
+"""
+
+
+def question_score_parts(home: Path) -> PartsResult:
+    """Bring `raw_vv_question_scores/` in line with the scored parts (module notes)."""
+    result = PartsResult()
+    store = question_scores_store(home)
+    store.ensure_schema()
+    scored = scored_store(home)
+    held: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for key in scored.all_keys():
+        for checkpoint in checkpoints_of(scored.path(key)):
+            held[checkpoint].append(key)
+    keys = {checkpoint: store.key(f"{checkpoint[0]}_{checkpoint[1]}", checkpoint, sorted(parts))
+            for checkpoint, parts in held.items()}
+    result.removed = store.keep(keys.values())
+    todo = sorted(c for c, key in keys.items() if not store.has(key))
+    result.kept = len(keys) - len(todo)
+    formats = ", ".join(f"count(*) FILTER (WHERE a.{c}) AS n_{c}" for c in FORMAT_COLUMNS)
+    sql = _SQL.format(formats=formats)
+    con = duckdb.connect(config={"threads": 2})
+    try:
+        for checkpoint in todo:
+            files = [str(scored.path(k)) for k in sorted(held[checkpoint])]
+            table = con.sql(sql, params={"files": files, "run_id": checkpoint[0],
+                                             "step": checkpoint[1]}).to_arrow_table()
+            store.write(keys[checkpoint], table.select(QUESTION_SCORES_SCHEMA.names)
+                        .cast(QUESTION_SCORES_SCHEMA))
+            result.written.append(keys[checkpoint])
+            result.rows_written += table.num_rows
+    finally:
+        con.close()
+    return result
