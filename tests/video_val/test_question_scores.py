@@ -1,0 +1,150 @@
+"""The per-checkpoint question scores every score view reads (`video_val/question_scores.py`),
+the response parts checked once each (`video_val/part_checks.py`), and data tests and previews
+not run again on unchanged inputs (`catalog.inputs`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dagster_project.parts import PartStore
+from dagster_project.runner import materialize
+from dagster_project.video_val.part_checks import SCORED_INVARIANTS, check_new_parts
+from dagster_project.video_val.question_scores import question_scores_store
+from dagster_project.video_val.response_parts import scored_store
+from dagster_project.warehouse.catalog import connect
+from tests.conftest import copy_home
+
+RAW = ("key:raw_vv_response_files or key:raw_vv_responses or key:raw_vv_response_rejects or "
+       "key:raw_vv_scored_responses or key:raw_vv_question_scores")
+
+
+def _counted_twice(con) -> tuple[list, list]:
+    """The question rows as stored, and as the response-grain view of the counted samples
+    (int_vv_accepted_scores: first record of each key) gives them."""
+    from_responses = con.execute("""
+        WITH votes AS (
+            SELECT run_id, step, uid, extracted, count(*) AS n FROM int_vv_accepted_scores
+            WHERE extracted IS NOT NULL GROUP BY ALL),
+        majority AS (
+            SELECT run_id, step, uid, arg_max(extracted, n * 1000 - ascii(extracted)) AS m
+            FROM votes GROUP BY ALL)
+        SELECT s.run_id, s.step, s.uid, any_value(s.data_source), any_value(s.ground_truth),
+               count(*), count(*) FILTER (WHERE s.correct),
+               count(*) FILTER (WHERE s.format_card), count(*) FILTER (WHERE s.format_exact),
+               any_value(m.m)
+        FROM int_vv_accepted_scores AS s LEFT JOIN majority AS m USING (run_id, step, uid)
+        GROUP BY s.run_id, s.step, s.uid ORDER BY ALL""").fetchall()
+    counted = con.execute("""
+        SELECT run_id, step, uid, data_source, ground_truth, k, n_correct, n_format_card,
+               n_format_exact, majority_letter
+        FROM stg_vv_question_scores ORDER BY ALL""").fetchall()
+    return counted, from_responses
+
+
+def test_question_scores_equal_the_accepted_responses_counted(demo_warehouse):
+    counted, from_responses = _counted_twice(connect(demo_warehouse.home))
+    assert len(counted) > 100
+    assert counted == from_responses
+
+
+def _parts(home: Path) -> set[str]:
+    return set(question_scores_store(home).all_keys())
+
+
+def test_a_file_rewrites_only_the_checkpoints_it_holds(demo_warehouse, tmp_path):
+    """A late file with one more sample of an existing checkpoint, a repeat and a conflict of
+    an existing record, and a checkpoint of its own: two parts written, one replaced; the
+    first record still wins; the rows equal the response-grain count."""
+    drop = tmp_path / "responses"
+    shutil.copytree(demo_warehouse.responses_root(), drop)
+    settings = copy_home(demo_warehouse, tmp_path / "home", responses_dir=str(drop))
+    views = (f"{RAW} or key:stg_vv_question_scores or key:int_vv_accepted_scores or "
+             "key:int_vv_response_status or key:vv_responses")
+    assert materialize(settings, views, checks=False).success
+    before = _parts(settings.home)
+    con = connect(settings.home)
+    run, step, uid, sample, response = con.execute(
+        "SELECT run_id, step, uid, sample_idx, response FROM vv_responses ORDER BY ALL LIMIT 1").fetchone()
+    k_before = con.execute("SELECT k FROM stg_vv_question_scores WHERE run_id = ? AND "
+                           "step = ? AND uid = ?", [run, step, uid]).fetchone()[0]
+    con.close()
+    lines = [{"run_id": run, "step": step, "uid": uid, "sample_idx": 97,
+              "response": "<answer>\\boxed{A}</answer>"},
+             {"run_id": run, "step": step, "uid": uid, "sample_idx": sample,
+              "response": response},  # a repeat: ignored
+             {"run_id": run, "step": step, "uid": uid, "sample_idx": sample,
+              "response": response + " (changed)"},  # a conflict: the first record wins
+             {"run_id": "run-new", "step": 5, "uid": uid, "sample_idx": 0,
+              "response": "<answer>\\boxed{B}</answer>"}]
+    (drop / "zz-late.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert materialize(settings, views, checks=False).success
+    after = _parts(settings.home)
+    labels = {PartStore.label_of(k) for k in after - before}
+    assert labels == {f"{run}_{step}", "run-new_5"}, labels
+    assert len(before - after) == 1  # the old part of the checkpoint that got a sample
+    con = connect(settings.home)
+    statuses = {r[0] for r in con.execute(
+        "SELECT status FROM int_vv_response_status WHERE source_file = 'zz-late.jsonl'").fetchall()}
+    assert statuses == {"accepted", "duplicate", "conflict"}
+    k = con.execute("SELECT k FROM stg_vv_question_scores WHERE run_id = ? AND step = ? "
+                    "AND uid = ?", [run, step, uid]).fetchone()[0]
+    assert k == k_before + 1
+    counted, from_responses = _counted_twice(con)
+    assert counted == from_responses
+
+
+def test_each_part_is_checked_once_and_a_bad_one_is_named(demo_warehouse, tmp_path):
+    settings = copy_home(demo_warehouse, tmp_path / "home")
+    home = settings.home
+    first = check_new_parts(home, "vv_scored_responses", "t", SCORED_INVARIANTS)
+    assert first.passed and first.checked > 1 and first.already == 0
+    again = check_new_parts(home, "vv_scored_responses", "t", SCORED_INVARIANTS)
+    assert again.passed and again.checked == 0 and again.already == first.checked
+    store = scored_store(home)
+    good = pq.read_table(store.path(store.all_keys()[0]))
+    wrong = good.set_column(good.schema.get_field_index("correct"), "correct",
+                            pc.invert(good["correct"]))
+    pq.write_table(wrong, store.folder / "zz_bad.0123456789abcdef.parquet")
+    found = check_new_parts(home, "vv_scored_responses", "t", SCORED_INVARIANTS)
+    assert found.checked == 1
+    assert found.violations == {
+        "correct is the extracted letter equal to the ground truth": ["zz_bad.0123456789abcdef"]}
+    # not passed, so read again next time
+    assert check_new_parts(home, "vv_scored_responses", "t", SCORED_INVARIANTS).checked == 1
+
+
+def test_tests_and_previews_are_not_run_again_on_unchanged_inputs(demo_warehouse, tmp_path):
+    settings = copy_home(demo_warehouse, tmp_path / "home")
+    select = "key:vv_scores or key:rvp_leaderboard"
+    assert materialize(settings, select).success  # another home: everything runs here once
+    results = settings.home / "dbt" / "target" / "run_results.json"
+    stamp = results.stat().st_mtime_ns
+    again = materialize(settings, select)
+    assert again.success
+    evals = again.get_asset_check_evaluations()
+    assert evals and all(e.passed for e in evals)
+    assert all("reused" in e.metadata for e in evals if e.asset_key.path[-1] in (
+        "vv_scores", "rvp_leaderboard"))
+    assert results.stat().st_mtime_ns == stamp  # no dbt command at all
+    # one more checkpoint's question rows: vv_scores' tests run again, rvp_leaderboard's not
+    store = question_scores_store(settings.home)
+    key = store.all_keys()[0]
+    extra = pq.read_table(store.path(key))
+    extra = extra.set_column(0, "run_id", pa.array(["run-extra"] * extra.num_rows))
+    pq.write_table(extra, store.folder / "run-extra_1.0123456789abcdef.parquet")
+    third = materialize(settings, select)
+    assert third.success
+    by_asset: dict[str, set[bool]] = {}
+    for e in third.get_asset_check_evaluations():
+        by_asset.setdefault(e.asset_key.path[-1], set()).add("reused" in e.metadata)
+    assert by_asset["vv_scores"] == {False}
+    assert by_asset["rvp_leaderboard"] == {True}
+    runs = connect(settings.home).execute(
+        "SELECT count(*) FROM vv_scores WHERE run_id = 'run-extra'").fetchone()[0]
+    assert runs > 0  # the table was rebuilt with the new rows
