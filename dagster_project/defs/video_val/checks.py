@@ -64,7 +64,7 @@ def _part_check(benchlake: BenchlakeSettings, table: str, check: str,
                   "invariants": dg.MetadataValue.md("\n".join(f"- {n}" for n in invariants))})
 
 
-@dg.asset_check(asset=raw_key("vv_responses"), blocking=True)
+@dg.asset_check(asset=raw_key("vv_responses"))
 def vv_response_parts_valid(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
     """Each new part of the parsed responses (`video_val/part_checks.py`): keys and where each
     record was read not null, each record once. A part that passed is not read again."""
@@ -72,7 +72,7 @@ def vv_response_parts_valid(benchlake: BenchlakeSettings) -> dg.AssetCheckResult
                        RESPONSE_INVARIANTS)
 
 
-@dg.asset_check(asset=raw_key("vv_scored_responses"), blocking=True)
+@dg.asset_check(asset=raw_key("vv_scored_responses"))
 def vv_scored_parts_valid(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
     """Each new scored part: as vv_response_parts_valid, and every extraction method known, a
     letter exactly when a method found one, `correct` the letter equal to the ground truth, both
@@ -81,7 +81,7 @@ def vv_scored_parts_valid(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
                        SCORED_INVARIANTS)
 
 
-@dg.asset_check(asset=raw_key("vv_question_scores"), blocking=True)
+@dg.asset_check(asset=raw_key("vv_question_scores"))
 def vv_question_parts_valid(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
     """Each new checkpoint's question rows: one per question, counts within its samples."""
     return _part_check(benchlake, "vv_question_scores", "vv_question_parts_valid",
