@@ -90,19 +90,23 @@ def _step_tests(context: dg.AssetExecutionContext) -> dict[str, dg.AssetCheckKey
 
 
 def _selection(context: dg.AssetExecutionContext, build: set[str], tests: set[str],
-               redefined: set[str]) -> list[str]:
+               redefined: set[str]) -> tuple[list[str], list[str]]:
     """The dbt nodes to run, named explicitly: the models and seeds to (re)build, the data
     tests to run, and the unit tests of the models whose definition changed (a table rebuilt
     for new data needs none: unit tests read fixtures). A test that reads two models runs
     in the step that builds the model it belongs to, after the other one (its check declares
-    that dependency): never early, never skipped."""
+    that dependency): never early, never skipped. Second, the unit tests to exclude: dbt
+    selects a model's unit tests with the model, whatever the indirect selection."""
     nodes = _manifest()
     # unit tests go with the checks: a run without checks (a test of the tables) has neither
     unit = ([u for u in nodes.get("unit_tests", {}).values()
              if set(u["depends_on"]["nodes"]) & redefined]
             if context.selected_asset_check_keys else [])
     found = [nodes["nodes"][i] for i in sorted(build | tests)] + unit
-    return sorted(".".join(n["fqn"]) for n in found)
+    unwanted = [u for u in nodes.get("unit_tests", {}).values()
+                if set(u["depends_on"]["nodes"]) & build and u not in unit]
+    return (sorted(".".join(n["fqn"]) for n in found),
+            sorted(".".join(n["fqn"]) for n in unwanted))
 
 
 def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
@@ -136,7 +140,7 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
                   if inputs[uid] and outcomes.get(uid, {}).get("inputs") == inputs[uid]}
         redefined = {uid for uid in rebuild
                      if (built.get(uid) or "").partition(":")[0] != current[uid]}
-        selection = _selection(context, rebuild, set(tests) - reused, redefined)
+        selection, excluded = _selection(context, rebuild, set(tests) - reused, redefined)
         if selection:
             # The catalog is a table of its own in benchlake_status: a build that dies leaves
             # it incomplete (and a marker exists before the status view is first built).
@@ -147,7 +151,8 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
             # selected asset, and past 200 nodes copy the project to a temporary folder for a
             # selector file); its events become the step's outputs and check results here.
             with _environment(env):
-                invocation = dbt.cli(["build", "--select", " ".join(selection)],
+                invocation = dbt.cli(["build", "--select", " ".join(selection)] + (
+                    ["--exclude", " ".join(excluded)] if excluded else []),
                                      manifest=_manifest(), dagster_dbt_translator=TRANSLATOR,
                                      target_path=ws.target, raise_on_error=False)
                 events = [e for raw in invocation.stream_raw_events()
