@@ -83,13 +83,15 @@ def started(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings) -> 
 
 def write_and_describe(
     context: dg.AssetExecutionContext, benchlake: BenchlakeSettings, name: str, table: pa.Table,
-    *, inputs: str | None = None, also: Sequence[Path] = (), **extra: object,
+    *, inputs: str | None = None, also: Sequence[Path] = (), work: dict[str, int] | None = None,
+    **extra: object,
 ) -> dg.MaterializeResult:
     """Write raw table `name` atomically, mark it written, and return what the UI shows: rows,
     path, a preview, and its data version (a digest of the bytes: equal tables, equal
     versions, so nothing downstream is stale when a rerun changed nothing). With `inputs` (a
     digest of everything the step read), the description is remembered with the files written
-    (the table and `also`), for `described_again`; `extra` is then JSON (ints, strings, dicts)."""
+    (the table and `also`), for `described_again`; `extra` is then JSON (ints, strings, dicts).
+    `work`: counts of what this run did (shown; a run that describes the table again did none)."""
     home = Path(benchlake.home)
     path = benchlake.table_path(name)
     write_table(table, path, home=home)
@@ -99,8 +101,9 @@ def write_and_describe(
     if inputs is not None:
         remember_inputs(home, name, inputs, [path, *also], {
             "rows": table.num_rows, "data_version": data_version, "preview": preview,
-            "extra": extra})
-    return _described(benchlake, name, table.num_rows, data_version, preview, extra)
+            "extra": {**extra, **dict.fromkeys(work or {}, 0)}})
+    return _described(benchlake, name, table.num_rows, data_version, preview,
+                      {**extra, **(work or {})})
 
 
 @functools.cache

@@ -470,14 +470,15 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     yield write_and_describe(context, benchlake, "rvp_judgment_files",
                              rows_to_table(versions, VERSIONS_SCHEMA), inputs=inputs)
     for name in JUDGMENT_TABLES:
-        extra = ({"duplicates_ignored": result.duplicates, "file_versions_checked": len(written)}
-                 if name == "rvp_judgments" else {})
-        yield _describe_written(context, benchlake, name, result.rows[name], inputs, **extra)
+        extra = {"duplicates_ignored": result.duplicates} if name == "rvp_judgments" else {}
+        work = {"file_versions_checked": len(written)} if name == "rvp_judgments" else {}
+        yield _describe_written(context, benchlake, name, result.rows[name], inputs, work,
+                                **extra)
 
 
 def _describe_written(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings,
-                      name: str, rows: int, inputs: str, **extra: object
-                      ) -> dg.MaterializeResult:
+                      name: str, rows: int, inputs: str, work: dict[str, int],
+                      **extra: object) -> dg.MaterializeResult:
     """`write_and_describe` for a table written in row groups: the preview from its first."""
     home = Path(benchlake.settings().home)
     path = benchlake.table_path(name)
@@ -487,11 +488,12 @@ def _describe_written(context: dg.AssetExecutionContext, benchlake: BenchlakeSet
                                else pq.read_schema(path).empty_table(), total=rows)
     version = content_version(home, name)
     remember_inputs(home, name, inputs, [path], {
-        "rows": rows, "data_version": version, "preview": preview, "extra": extra})
+        "rows": rows, "data_version": version, "preview": preview,
+        "extra": {**extra, **dict.fromkeys(work, 0)}})
     return dg.MaterializeResult(
         asset_key=raw_key(name), data_version=dg.DataVersion(version),
         metadata={"dagster/row_count": rows, "path": dg.MetadataValue.path(str(path)),
-                  "preview": dg.MetadataValue.md(preview), **extra})
+                  "preview": dg.MetadataValue.md(preview), **extra, **work})
 
 
 @dg.asset(key=raw_key("rvp_judge_packets"), group_name=GROUP, kinds={"parquet", "json"},
@@ -516,5 +518,5 @@ def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSet
     context.log.info(f"judge packets: {len(result.built)} units built, "
                      f"{len(result.removed)} removed")
     return write_and_describe(context, benchlake, "rvp_judge_packets", result.table,
-                              inputs=inputs, units_built=len(result.built),
+                              inputs=inputs, work={"units_built": len(result.built)},
                               packets_dir=str(s.packets_dir))
