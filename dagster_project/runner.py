@@ -20,9 +20,18 @@ _YAML_MARKER = "# Written by benchlake."
 _DAGSTER_YAML = f"""\
 {_YAML_MARKER} Rewritten while this first line stays; delete it to keep your own edits.
 # Storage: the default SQLite files in this folder (run history, event logs, schedules), so
-# history survives restarts. Runs launched from the UI start at once in their own process (no
-# queue waiting for the run-queue daemon); sensors and the schedule run when the daemon runs
-# (`benchlake ui` starts it, as `dagster dev` does). No telemetry, no sign-up pop-up in the UI.
+# history survives restarts, written by dagster_project/instance_storage.py (fewer syncs and
+# connections per event than Dagster's own; same files). Runs launched from the UI start at once
+# in their own process (no queue waiting for the run-queue daemon); sensors and the schedule run
+# when the daemon runs (`benchlake ui` starts it, as `dagster dev` does). No telemetry, no
+# sign-up pop-up in the UI.
+storage:
+  custom:
+    module: dagster_project.instance_storage
+    class: Storage
+    config:
+      base_dir:
+        env: DAGSTER_HOME
 run_coordinator:
   module: dagster._core.run_coordinator
   class: DefaultRunCoordinator

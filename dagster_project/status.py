@@ -56,3 +56,42 @@ def mark_started(home: Path, table: str, run_id: str) -> None:
 def mark_written(home: Path, table: str, run_id: str, rows: int) -> None:
     """After run `run_id` renamed the last file of `table` into place; `rows` in all."""
     _update(home, table, written_run_id=run_id, written_at=_now(), rows=rows)
+
+
+# --- what a table was written from: a step whose inputs did not change does nothing -----------
+# A step that can say cheaply what it reads (file identities, the versions of the raw tables it
+# reads) records it, with what it described, when it writes; a later run that finds the same
+# inputs, the table complete and its files as written, describes it again without a read.
+
+
+def _identity(path: Path) -> list[int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def remember_inputs(home: Path, table: str, inputs: str, files: list[Path],
+                    description: dict[str, object]) -> None:
+    """After `mark_written`: `table` (its `files`, under `home`) was written from `inputs` (a
+    digest of all it reads) and described by `description` (JSON-able: rows, data version,
+    metadata). The files are named relative to the home: a copied home checks its own."""
+    _update(home, table, inputs=inputs, description=description,
+            files={Path(p).relative_to(home).as_posix(): _identity(Path(p)) for p in files})
+
+
+def unchanged(home: Path, table: str, inputs: str) -> dict[str, object] | None:
+    """The description `remember_inputs` recorded if `table` was last written completely from
+    `inputs` and each of its files is as it was written, else None (the step runs)."""
+    try:
+        state = json.loads(_marker(home, table).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if (state.get("inputs") != inputs or state.get("started_run_id") != state.get("written_run_id")
+            or not state.get("files")):
+        return None
+    for path, identity in state["files"].items():
+        if identity is None or _identity(home / path) != identity:
+            return None
+    return state.get("description")

@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 from dagster_dbt import DbtCliResource
 from packaging import version
 
-from dagster_project.parts import SCHEMA_PART
+from dagster_project.parts import SCHEMA_PART, digest
 from dagster_project.settings import Settings
-from dagster_project.status import mark_started, mark_written
+from dagster_project.status import mark_started, mark_written, remember_inputs, unchanged
 from dagster_project.tables import (
     content_version,
     read_table,
@@ -83,23 +83,78 @@ def started(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings) -> 
 
 def write_and_describe(
     context: dg.AssetExecutionContext, benchlake: BenchlakeSettings, name: str, table: pa.Table,
+    *, inputs: str | None = None, also: Sequence[Path] = (), work: dict[str, int] | None = None,
     **extra: object,
 ) -> dg.MaterializeResult:
     """Write raw table `name` atomically, mark it written, and return what the UI shows: rows,
     path, a preview, and its data version (a digest of the bytes: equal tables, equal
-    versions, so nothing downstream is stale when a rerun changed nothing)."""
+    versions, so nothing downstream is stale when a rerun changed nothing). With `inputs` (a
+    digest of everything the step read), the description is remembered with the files written
+    (the table and `also`), for `described_again`; `extra` is then JSON (ints, strings, dicts).
+    `work`: counts of what this run did (shown; a run that describes the table again did none)."""
     home = Path(benchlake.home)
     path = benchlake.table_path(name)
     write_table(table, path, home=home)
     mark_written(home, name, context.run.run_id, table.num_rows)
+    preview = markdown_preview(table)
+    data_version = content_version(home, name)
+    if inputs is not None:
+        remember_inputs(home, name, inputs, [path, *also], {
+            "rows": table.num_rows, "data_version": data_version, "preview": preview,
+            "extra": {**extra, **dict.fromkeys(work or {}, 0)}})
+    return _described(benchlake, name, table.num_rows, data_version, preview,
+                      {**extra, **(work or {})})
+
+
+@functools.cache
+def code_identity() -> str:
+    """A digest of the names, sizes and modification times of the project's code and rules
+    (`dagster_project/**.py`, the dbt project's sources, `assets/`): part of every step's
+    `inputs`, so a step remembered by an older code does its work again."""
+    from dagster_project.settings import ASSETS_DIR, PROJECT_ROOT, SQL_DIR
+
+    skip = {"target", "logs", "dbt_packages", "__pycache__"}
+    files = [*(PROJECT_ROOT / "dagster_project").rglob("*.py"),
+             *(f for f in SQL_DIR.rglob("*") if f.suffix in (".sql", ".yml", ".csv")
+               and not skip & set(f.relative_to(SQL_DIR).parts)),
+             *(f for f in ASSETS_DIR.rglob("*") if f.is_file())]
+    return digest(sorted((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+
+
+def step_inputs(*values: object) -> str:
+    """The `inputs` digest of a step: what it reads (JSON-able), with `code_identity`."""
+    return digest(code_identity(), *values)
+
+
+def described_again(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings,
+                    inputs: str, *names: str) -> list[dg.MaterializeResult] | None:
+    """When each raw table of `names` was last written completely from the same `inputs` and its
+    files are as written (`status.unchanged`): marked written by this run and described as then,
+    nothing read. Else None: the step does its work. Called before `started`."""
+    home = Path(benchlake.home)
+    done = [unchanged(home, name, inputs) for name in names]
+    if any(d is None for d in done):
+        return None
+    started(context, benchlake)
+    results = []
+    for name, d in zip(names, done, strict=True):
+        assert d is not None
+        mark_written(home, name, context.run.run_id, int(d["rows"]))
+        results.append(_described(benchlake, name, int(d["rows"]), str(d["data_version"]),
+                                  str(d["preview"]), dict(d["extra"])))
+    return results
+
+
+def _described(benchlake: BenchlakeSettings, name: str, rows: int, version: str, preview: str,
+               extra: dict) -> dg.MaterializeResult:
     metadata: dict[str, object] = {
-        "dagster/row_count": table.num_rows,
-        "path": dg.MetadataValue.path(str(path)),
-        "preview": dg.MetadataValue.md(markdown_preview(table)),
+        "dagster/row_count": rows,
+        "path": dg.MetadataValue.path(str(benchlake.table_path(name))),
+        "preview": dg.MetadataValue.md(preview),
     }
     metadata.update(extra)
     return dg.MaterializeResult(asset_key=raw_key(name), metadata=metadata,
-                                data_version=dg.DataVersion(content_version(home, name)))
+                                data_version=dg.DataVersion(version))
 
 
 def parts_result(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings, name: str,

@@ -185,6 +185,20 @@ def probe_video_cached(path: str | Path, file_cache: Path | None) -> VideoProbe:
                       dataclasses.asdict, lambda d: VideoProbe(**d))
 
 
+def decoded_image_size(path: Path, file_cache: Path | None) -> tuple[int, int]:
+    """(width, height) of an image fully decoded (not just `verify`, which misses truncated JPEG
+    data), remembered per file identity in `file_cache`: an unchanged image is not decoded again.
+    Raises what Pillow raises for an image that does not decode (that is not remembered)."""
+    def decode(p: Path) -> tuple[int, int]:
+        from PIL import Image
+
+        with Image.open(p) as im:
+            im.load()
+            return im.size
+
+    return remembered(path, file_cache, "image_sizes", "1", decode, list, tuple)
+
+
 def probe_video(path: str | Path) -> VideoProbe:
     """Probe a video file without fully decoding it. Never raises; failures give ok=False.
 

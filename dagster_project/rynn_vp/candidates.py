@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PIL import Image, UnidentifiedImageError
+from PIL import UnidentifiedImageError
 
 from dagster_project.dropfolder import file_sha256
 from dagster_project.filecache import DIGEST_KIND, DIGEST_VERSION, remembered
-from dagster_project.media.probe import probe_video_cached
+from dagster_project.media.probe import decoded_image_size, probe_video_cached
 from dagster_project.roots import Root
 from dagster_project.tables import Reject, raw_schema
 
@@ -103,13 +103,6 @@ def _video_row(scan: _Scan, system: str, case_id: str, video: Path) -> dict[str,
     return row
 
 
-def _decode_image(path: Path) -> tuple[int, int]:
-    """Fully decode (not just `verify`, which misses truncated JPEG data); return (w, h)."""
-    with Image.open(path) as im:
-        im.load()
-        return im.size
-
-
 def _image_error(exc: Exception, path: Path) -> str:
     if isinstance(exc, UnidentifiedImageError):
         return "unrecognized image data (not a readable PNG or JPEG)"
@@ -144,7 +137,7 @@ def _images_row(scan: _Scan, system: str, case_id: str, steps_dir: Path) -> dict
             continue
         path = files[0]
         try:
-            size = _decode_image(path)
+            size = decoded_image_size(path, scan.file_cache)
         except Exception as exc:  # Pillow raises many types (OSError, SyntaxError, ...)
             scan.reject(path, f"step image does not decode: {_image_error(exc, path)}", case_id)
             continue

@@ -104,10 +104,17 @@ def case_key(store: PartStore, inp: CaseInputs, home: Path) -> str:
                      [evaluation_fingerprint(case_fp, c, home) for c in inp.candidates])
 
 
-def _unchanged(stores: dict[str, PartStore], key: str, home: Path) -> bool:
-    """Whether the case's parts are all there, and every image they name."""
-    if not all(s.has(key) for s in stores.values()):
+def _unchanged(stores: dict[str, PartStore], key: str, home: Path, case_id: str) -> bool:
+    """Whether the case's parts are all there, and every image they name. Without reading the
+    parts when no folder of the case's images changed since its parts were written (its images
+    are written before them; removing a file changes its folder's modification time)."""
+    try:
+        written = min(s.path(key).stat().st_mtime_ns for s in stores.values())
+    except OSError:
         return False
+    folders = [os.stat(top).st_mtime_ns for top, _, _ in os.walk(home / "evidence" / case_id)]
+    if folders and max(folders) <= written:
+        return True
     images = [p for name in ("rvp_evidence_frames", "rvp_storyboards")
               for p in pq.ParquetFile(stores[name].path(key)).read(columns=["image_path"])
               .column(0).to_pylist()]
@@ -156,7 +163,6 @@ class EvidenceResult:
     built: list[str] = field(default_factory=list)  # the parts (cases) built now
     removed: list[str] = field(default_factory=list)
     extracted: int = 0  # evaluations decoded now
-    rows: dict[str, int] = field(default_factory=dict)  # per table
 
 
 def sync_evidence(home: Path, log: Callable[[str], None] = lambda _: None,
@@ -169,7 +175,7 @@ def sync_evidence(home: Path, log: Callable[[str], None] = lambda _: None,
     inputs = case_inputs(home, accepted_cases(home))
     keys = [case_key(stores["rvp_evaluations"], inp, home) for inp in inputs]
     jobs = [(inp, key, str(home)) for inp, key in zip(inputs, keys, strict=True)
-            if not _unchanged(stores, key, home)]
+            if not _unchanged(stores, key, home, inp.case_id)]
     result = EvidenceResult(cases=len(inputs), built=[job[1] for job in jobs])
     for done, extracted in enumerate(fan_out(build_case, jobs, workers), 1):
         result.extracted += extracted
@@ -178,7 +184,6 @@ def sync_evidence(home: Path, log: Callable[[str], None] = lambda _: None,
                 f"{result.extracted} evaluations extracted")
     removed = {k for store in stores.values() for k in store.keep(keys)}
     result.removed = sorted(removed)
-    result.rows = {name: stores[name].rows() for name in EVIDENCE_TABLES}
     log(f"evidence: {len(inputs) - len(jobs)} cases unchanged, {len(jobs)} built, "
         f"{len(result.removed)} parts removed")
     return result

@@ -12,9 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
-
-from dagster_project.media.probe import probe_video_cached
+from dagster_project.media.probe import decoded_image_size, probe_video_cached
 from dagster_project.roots import Root
 from dagster_project.rynn_vp.parsing import (
     ParseError,
@@ -216,10 +214,10 @@ def probe_case(case_dir: Path, file_cache: Path | None = None
                                   case_id, "rvp_media"))
     if image is not None:
         try:
-            with Image.open(image) as im:
-                im.load()  # a full decode: the card says every initial image was decoded
-                row.update(initial_width=im.width, initial_height=im.height,
-                           initial_size_bytes=image.stat().st_size)
+            # a full decode: the card says every initial image was decoded
+            width, height = decoded_image_size(image, file_cache)
+            row.update(initial_width=width, initial_height=height,
+                       initial_size_bytes=image.stat().st_size)
         except (OSError, SyntaxError, ValueError) as exc:
             row["ok"] = False
             rejects.append(Reject(f"{rel}/initial.png", f"image does not decode: {exc}",

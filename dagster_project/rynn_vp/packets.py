@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from dagster_project.dropfolder import file_sha256
 from dagster_project.parts import PartStore, digest
@@ -32,6 +33,7 @@ from dagster_project.tables import (
     resolved_path,
     rows_to_table,
     stored_path,
+    table_path,
 )
 
 GT_ROLE = "gt_compilation"
@@ -329,6 +331,16 @@ def build_packets(
     files are left as they are)."""
     return [row for unit in _units(home, packets_dir, snapshot_root, system, case_id)
             for row in unit.write()]
+
+
+def packets_present(home: Path) -> bool:
+    """Whether `raw_rvp_judge_packets` is there and every packet file it names too."""
+    path = table_path(home, "rvp_judge_packets")
+    try:
+        paths = pq.read_table(path, columns=["packet_path"]).column(0).to_pylist()
+    except (OSError, pa.ArrowInvalid):
+        return False
+    return all(os.path.isfile(resolved_path(p, home) or "") for p in paths)
 
 
 def packet_store(cache_dir: Path) -> PartStore:

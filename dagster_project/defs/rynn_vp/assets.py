@@ -18,9 +18,11 @@ import pyarrow.parquet as pq
 
 from dagster_project.defs.resources import (
     BenchlakeSettings,
+    described_again,
     parts_result,
     raw_key,
     started,
+    step_inputs,
     write_and_describe,
 )
 from dagster_project.dropfolder import (
@@ -78,11 +80,12 @@ from dagster_project.rynn_vp.packets import (
     PACKETS_VERSION,
     load_prompts,
     packet_store,
+    packets_present,
     prompts_version,
     sync_packets,
 )
 from dagster_project.rynn_vp.snapshot import SNAPSHOT_SCHEMA, acquire_snapshot, snapshot_root
-from dagster_project.status import mark_written
+from dagster_project.status import mark_written, remember_inputs
 from dagster_project.tables import (
     Reject,
     content_version,
@@ -105,8 +108,19 @@ def _demo():
 
 
 def _write_rejects(benchlake: BenchlakeSettings, stage: str, rejects: list[Reject]) -> int:
-    write_table(rejects_table(rejects), benchlake.table_path("rvp_rejects", stage))
+    write_table(rejects_table(rejects), _rejects_part(benchlake, stage))
     return len(rejects)
+
+
+def _rejects_part(benchlake: BenchlakeSettings, stage: str) -> Path:
+    return benchlake.table_path("rvp_rejects", stage)
+
+
+def _snapshot_inputs(benchlake: BenchlakeSettings, *more: object) -> str:
+    """The `inputs` of a step that reads the snapshot's files: the root, the media mode and the
+    identity of every file (the listing `rynn_vp_source` observes)."""
+    root, media_mode = snapshot_root(benchlake.settings().home)
+    return step_inputs(str(root), media_mode, stat_listing(root), *more)
 
 
 # --- what is read: observed sources ------------------------------------------------------------
@@ -189,7 +203,11 @@ def rvp_snapshot(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
           deps=[rvp_snapshot])
 def rvp_checksums(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Every file of the snapshot against SHA256SUMS.txt (streamed, in parallel, with a progress
-    bar): ok, mismatch, missing, not_downloaded (metadata mode) or unlisted."""
+    bar): ok, mismatch, missing, not_downloaded (metadata mode) or unlisted. Nothing is read
+    again while no file of the snapshot changed."""
+    inputs = _snapshot_inputs(benchlake)
+    if (done := described_again(context, benchlake, inputs, "rvp_checksums")):
+        return done[0]
     started(context, benchlake)
     root, media_mode = snapshot_root(benchlake.settings().home)
 
@@ -221,7 +239,8 @@ def rvp_checksums(context: dg.AssetExecutionContext, benchlake: BenchlakeSetting
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     return write_and_describe(context, benchlake,
         "rvp_checksums", rows_to_table(rows, CHECKSUMS_SCHEMA),
-                              status_counts=dg.MetadataValue.json(counts),
+                              inputs=inputs, also=[_rejects_part(benchlake, "rvp_checksums")],
+                              status_counts=counts,
                               manifest_found=not any(r.source_file == "SHA256SUMS.txt"
                                                      for r in rejects),
                               rejects=n_rejects)
@@ -230,7 +249,11 @@ def rvp_checksums(context: dg.AssetExecutionContext, benchlake: BenchlakeSetting
 @dg.asset(key=raw_key("rvp_media"), group_name=GROUP, kinds={"parquet"}, deps=[rvp_checksums])
 def rvp_media(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """A PyAV probe of every gt.mp4 without a full decode (metadata duration, decodable range,
-    fps, frame count, size, codec, first/last frame decode) and the size of initial.png."""
+    fps, frame count, size, codec, first/last frame decode) and the size of initial.png.
+    Nothing is read again while no file of the snapshot changed."""
+    inputs = _snapshot_inputs(benchlake)
+    if (done := described_again(context, benchlake, inputs, "rvp_media")):
+        return done[0]
     started(context, benchlake)
     root, _ = snapshot_root(benchlake.settings().home)
     rows, rejects = [], []
@@ -242,6 +265,7 @@ def rvp_media(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
             rejects.extend(rej)
     _write_rejects(benchlake, "rvp_media", rejects)
     return write_and_describe(context, benchlake, "rvp_media", rows_to_table(rows, MEDIA_SCHEMA),
+                              inputs=inputs, also=[_rejects_part(benchlake, "rvp_media")],
                               rejects=len(rejects))
 
 
@@ -289,17 +313,23 @@ def rvp_cases_and_intervals(context: dg.AssetExecutionContext, benchlake: Benchl
 def rvp_candidates(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Candidates found under CANDIDATES_DIR: `<system>/<case_id>/candidate.mp4` (video) or
     `<system>/<case_id>/steps/<step_id>.(png|jpg)` (ordered images), with fingerprints,
-    durations / step counts; every other file there is a reject with its reason."""
-    started(context, benchlake)
+    durations / step counts; every other file there is a reject with its reason. Nothing is
+    read again while no file there changed and the accepted and refused cases are the same."""
     s = benchlake.settings()
     if s.uses_demo_candidates():
         _demo().ensure_candidates_demo(s)
     root = s.open_drop_folder("CANDIDATES_DIR")
-    rows, rejects = scan_candidates(root, set(accepted_cases(s.home)), s.file_cache,
-                                    refused_cases(s.home))
+    refused = refused_cases(s.home)
+    inputs = step_inputs(str(root.resolve()), stat_listing(root),
+                         content_version(s.home, "rvp_cases"), refused)
+    if (done := described_again(context, benchlake, inputs, "rvp_candidates")):
+        return done[0]
+    started(context, benchlake)
+    rows, rejects = scan_candidates(root, set(accepted_cases(s.home)), s.file_cache, refused)
     _write_rejects(benchlake, "rvp_candidates", rejects)
     return write_and_describe(context, benchlake,
         "rvp_candidates", rows_to_table(rows, CANDIDATES_SCHEMA),
+                              inputs=inputs, also=[_rejects_part(benchlake, "rvp_candidates")],
                               systems=len({r["system"] for r in rows}), rejects=len(rejects))
 
 
@@ -408,14 +438,22 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     already read and checked in this context is replayed from its part): judgment records
     (validated; the final attempt per system/case/judge run chosen; the rest kept for audit),
     their hallucinations, recorded GT compilations (gt_compilations/), the stages each
-    evaluation ran, and every refused record with its file, line, reason and raw text."""
-    started(context, benchlake)
+    evaluation ran, and every refused record with its file, line, reason and raw text. Nothing
+    is read while the file versions and the tables checked against are the same."""
     s = benchlake.settings()
     if s.uses_demo_judgments():
         _demo().ensure_judgments_demo(s)
     root = s.open_drop_folder("JUDGMENTS_DIR")
     versions = archive_versions(s.archive_dir / "judgments", root,
                                 benchlake.table_path("rvp_judgment_files"), s.home, s.file_cache)
+    # links leading out of the folder: refused, never read (`roots`)
+    escaped = [{"source_file": e.rel, "reason": e.reason} for e in escapes(root, "JUDGMENTS_DIR")]
+    inputs = step_inputs(CHECKS_VERSION, str(root), versions, escaped,
+                         {t: content_version(s.home, t) for t in CONTEXT_INPUTS})
+    if (done := described_again(context, benchlake, inputs, *JUDGMENT_RECORD_TABLES)):
+        yield from done
+        return
+    started(context, benchlake)
     files = [SourceFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
              for v in versions_of(versions, root)]
     ctx = eval_context(s.home)
@@ -426,21 +464,21 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     s.cache_dir.mkdir(parents=True, exist_ok=True)
     # the rows are spilled and sorted on disk (`judgments.write_tables`), beside the parts
     with tempfile.TemporaryDirectory(prefix="judgments-", dir=s.cache_dir) as work:
-        # links leading out of the folder: refused, never read (`roots`)
-        escaped = [{"source_file": e.rel, "reason": e.reason}
-                   for e in escapes(root, "JUDGMENTS_DIR")]
         result = write_tables(files, ctx, out, Path(work), parts, refused=escaped)
     # the versions last: the sensor's cursor reads them as ingested
+    # the versions last: the sensor's cursor reads them as ingested
     yield write_and_describe(context, benchlake, "rvp_judgment_files",
-                             rows_to_table(versions, VERSIONS_SCHEMA))
+                             rows_to_table(versions, VERSIONS_SCHEMA), inputs=inputs)
     for name in JUDGMENT_TABLES:
-        extra = ({"duplicates_ignored": result.duplicates, "file_versions_checked": len(written)}
-                 if name == "rvp_judgments" else {})
-        yield _describe_written(context, benchlake, name, result.rows[name], **extra)
+        extra = {"duplicates_ignored": result.duplicates} if name == "rvp_judgments" else {}
+        work = {"file_versions_checked": len(written)} if name == "rvp_judgments" else {}
+        yield _describe_written(context, benchlake, name, result.rows[name], inputs, work,
+                                **extra)
 
 
 def _describe_written(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings,
-                      name: str, rows: int, **extra: object) -> dg.MaterializeResult:
+                      name: str, rows: int, inputs: str, work: dict[str, int],
+                      **extra: object) -> dg.MaterializeResult:
     """`write_and_describe` for a table written in row groups: the preview from its first."""
     home = Path(benchlake.settings().home)
     path = benchlake.table_path(name)
@@ -448,10 +486,14 @@ def _describe_written(context: dg.AssetExecutionContext, benchlake: BenchlakeSet
     head = next(pq.ParquetFile(path).iter_batches(batch_size=HEAD_ROWS), None)
     preview = markdown_preview(pa.Table.from_batches([head]) if head is not None
                                else pq.read_schema(path).empty_table(), total=rows)
+    version = content_version(home, name)
+    remember_inputs(home, name, inputs, [path], {
+        "rows": rows, "data_version": version, "preview": preview,
+        "extra": {**extra, **dict.fromkeys(work, 0)}})
     return dg.MaterializeResult(
-        asset_key=raw_key(name), data_version=dg.DataVersion(content_version(home, name)),
+        asset_key=raw_key(name), data_version=dg.DataVersion(version),
         metadata={"dagster/row_count": rows, "path": dg.MetadataValue.path(str(path)),
-                  "preview": dg.MetadataValue.md(preview), **extra})
+                  "preview": dg.MetadataValue.md(preview), **extra, **work})
 
 
 @dg.asset(key=raw_key("rvp_judge_packets"), group_name=GROUP, kinds={"parquet", "json"},
@@ -460,13 +502,21 @@ def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSet
     """One packet per (system, case, role) for the five candidate roles, and one GT compilation
     packet per case: JSON plus the evidence files it names, under `$BENCHLAKE_HOME/packets/`.
     Each evaluation's packets (and each case's GT packet) are built once per key of what they
-    are made of (`packets.sync_packets`)."""
-    started(context, benchlake)
+    are made of (`packets.sync_packets`); nothing is read while the tables they are made of, the
+    prompts and the packet files are as when they were written."""
     s = benchlake.settings()
-    result = sync_packets(s.home, s.packets_dir, snapshot_root(s.home)[0],
-                          packet_store(s.cache_dir))
+    root = snapshot_root(s.home)[0]
+    prompts = load_prompts(root)
+    inputs = step_inputs(PACKETS_VERSION, {t: content_version(s.home, t) for t in PACKET_INPUTS},
+                         prompts_version(prompts), sorted(prompts.files.items()),
+                         str(s.packets_dir), str(root))
+    if packets_present(s.home) and (
+            done := described_again(context, benchlake, inputs, "rvp_judge_packets")):
+        return done[0]
+    started(context, benchlake)
+    result = sync_packets(s.home, s.packets_dir, root, packet_store(s.cache_dir))
     context.log.info(f"judge packets: {len(result.built)} units built, "
                      f"{len(result.removed)} removed")
     return write_and_describe(context, benchlake, "rvp_judge_packets", result.table,
-                              units_built=len(result.built),
-                              packets_dir=dg.MetadataValue.path(str(s.packets_dir)))
+                              inputs=inputs, work={"units_built": len(result.built)},
+                              packets_dir=str(s.packets_dir))
