@@ -4,11 +4,8 @@ UI lists the run, links its job and can re-execute it."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import sqlite3
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,35 +194,12 @@ def materialize(
     inseparable = {check for key in keys for check in
                    defs.resolve_asset_graph().get(key).assets_def.check_keys
                    if not defs.resolve_asset_graph().get(key).assets_def.can_subset}
-    with _event_log_kept_open(instance, "index"):
-        run = _create_run(instance, keys, None if checks else inseparable, config, {
-            "benchlake/launched_by": launched_by, "benchlake/select": select or "(all)"})
-        job = InMemoryJob(defs.resolve_implicit_global_asset_job_def())
-        with _event_log_kept_open(instance, run.run_id):
-            result = execute_run(job, run, instance, raise_on_error=raise_on_error)
+    run = _create_run(instance, keys, None if checks else inseparable, config, {
+        "benchlake/launched_by": launched_by, "benchlake/select": select or "(all)"})
+    job = InMemoryJob(defs.resolve_implicit_global_asset_job_def())
+    result = execute_run(job, run, instance, raise_on_error=raise_on_error)
     ensure_published(settings.home)  # the catalog is rebuilt even by a run without views
     return Outcome(instance, result.run_id, result.success)
-
-
-@contextlib.contextmanager
-def _event_log_kept_open(instance: dg.DagsterInstance, shard: str) -> Iterator[None]:
-    """Dagster's SQLite event log (the default storage of `$BENCHLAKE_HOME/dagster`) opens and
-    closes a connection for every event, and closing the last connection to a WAL database
-    checkpoints and deletes its WAL file: about 10 ms a close here, with hundreds of events a
-    run (most of a new checkpoint's run was spent there). One idle connection to the shard, kept
-    open while the run writes, makes every other close cheap; it holds no transaction, so it
-    blocks no writer or reader. Any other storage: nothing to do."""
-    path_for_shard = getattr(instance.event_log_storage, "path_for_shard", None)
-    path = path_for_shard(shard) if path_for_shard else None
-    if not path or not os.path.exists(path):
-        yield
-        return
-    conn = sqlite3.connect(path, timeout=30)
-    try:
-        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # joins the WAL
-        yield
-    finally:
-        conn.close()
 
 
 def _create_run(instance: dg.DagsterInstance, keys: list[dg.AssetKey],
