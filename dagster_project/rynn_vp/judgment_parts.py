@@ -16,12 +16,16 @@ again, so deleting them costs exactly that.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -34,7 +38,6 @@ from dagster_project.rynn_vp.judgment_records import (
     SourceFile,
     _read,
     _Record,
-    _sha,
     canonical_json,
     gt_reasons,
     judgment_reasons,
@@ -61,6 +64,7 @@ class Checked:
     sha: str
     reasons: tuple[str, ...]
     same_as: str | None
+    value: str  # the record as canonical JSON (what `sha` is the digest of)
 
 
 def context_fingerprint(ctx: EvalContext) -> str:
@@ -89,13 +93,15 @@ def part_key(store: PartStore, sf: SourceFile, ctx_fingerprint: str) -> str:
 def check(rec: _Record, ctx: EvalContext, owner_of) -> Checked:
     """The context-dependent checks of one record (as `judgments._Ingest.take` would do them)."""
     obj = rec.obj
-    sha = _sha(obj)
+    value = canonical_json(obj)
+    sha = hashlib.sha256(value.encode()).hexdigest()
     if not isinstance(obj, dict):
-        return Checked(sha, (), None)
+        return Checked(sha, (), None, value)
     if rec.source.source_file.startswith(GT_PREFIX):
-        return Checked(sha, tuple(gt_reasons(obj, ctx)), canonical_json(obj))
-    return Checked(sha, tuple(judgment_reasons(obj, ctx, owner_of)),
-                   canonical_json({"attempt_kind": "initial", **obj}))
+        return Checked(sha, tuple(gt_reasons(obj, ctx)), value, value)
+    same_as = value if "attempt_kind" in obj else canonical_json({"attempt_kind": "initial",
+                                                                   **obj})
+    return Checked(sha, tuple(judgment_reasons(obj, ctx, owner_of)), same_as, value)
 
 
 def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key: str) -> int:
@@ -107,7 +113,7 @@ def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key
             if isinstance(item, _Record):
                 c = check(item, ctx, owner_of)
                 rows.append({"line": item.line, "raw": item.raw, "problem": None,
-                             "value": canonical_json(item.obj), "sha": c.sha,
+                             "value": c.value, "sha": c.sha,
                              "reasons": list(c.reasons), "same_as": c.same_as})
             else:
                 rows.append({"line": item["line"], "raw": item["raw"],
@@ -124,8 +130,18 @@ def _item(sf: SourceFile, row: dict) -> tuple[_Record, Checked] | dict:
     if row["problem"] is not None:
         return {"source_file": sf.source_file, "file_version": sf.version,
                 "line": row["line"], "reason": row["problem"], "raw": row["raw"]}
-    return (_Record(sf, row["line"], row["raw"] or "", json.loads(row["value"])),
-            Checked(row["sha"], tuple(row["reasons"]), row["same_as"]))
+    value = row["value"]
+    return (_Record(sf, row["line"], row["raw"] or "", _loads(value)),
+            Checked(row["sha"], tuple(row["reasons"]), row["same_as"], value))
+
+
+_LONG_INTEGER = re.compile(r"[0-9]{19}")
+
+
+def _loads(value: str) -> Any:
+    """A part's canonical JSON read back: by orjson, unless it may hold an integer over 64 bits
+    (orjson would make it a float)."""
+    return json.loads(value) if _LONG_INTEGER.search(value) else orjson.loads(value)
 
 
 def read_parts(pairs: Sequence[tuple[SourceFile, Path]]

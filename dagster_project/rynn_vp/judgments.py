@@ -29,7 +29,6 @@ from __future__ import annotations
 import ctypes
 import gc
 import hashlib
-import json
 import sys
 import tempfile
 from collections import defaultdict
@@ -157,7 +156,7 @@ def _spill_schema(name: str) -> pa.Schema:
 
 
 def _digest(value: Any) -> bytes:
-    return hashlib.sha256(json.dumps(value).encode()).digest()
+    return hashlib.sha256(canonical_json(value).encode()).digest()
 
 
 class _Ingest:

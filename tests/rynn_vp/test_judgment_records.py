@@ -23,6 +23,7 @@ from dagster_project.rynn_vp.judgment_records import (
     SourceFile,
     _fast_check,
     _validator,
+    canonical_json,
 )
 from dagster_project.rynn_vp.judgments import IngestResult, ingest
 
@@ -597,3 +598,16 @@ def test_the_compiled_schema_never_accepts_what_jsonschema_refuses(schema, make)
         assert not list(_validator(schema).iter_errors(obj)), (path, new)
         checked += 1
     assert checked > 10  # valid mutations exist (optional fields, free text), and were compared
+
+
+@pytest.mark.parametrize("value", [
+    {"b": 1, "a": [1.5, 85.25, -0.0, 0.0001, 1e15]},
+    {"small": 1e-05, "tiny": 5e-324, "big": 1e16, "huge": 1.5e300},  # json's exponent forms
+    {"int": 2**63 - 1, "neg": -2**63, "over": 2**64, "far": 10**30},  # orjson: 64 bits only
+    {"text": "é ü 日本", "del": "\x7f", "ctl": "\x00\x1f\n\t", "case": "case-1e-3"},
+    {"ключ": 1, "a": 2},  # non-ASCII keys (orjson would sort them by their UTF-8 bytes)
+    {"lone": "\ud800"},  # a lone surrogate, which orjson refuses
+])
+def test_canonical_json_is_json_dumps(value: Any) -> None:
+    """The digests and stored values of every record depend on these exact bytes."""
+    assert canonical_json(value) == json.dumps(value, sort_keys=True, separators=(",", ":"))
