@@ -3,7 +3,7 @@ each) must not cost four times the memory.
 
 Each size is read, checked into its part and written to the tables in a fresh process, with
 small batches and row groups (so that a thousand records are many of each). Two measures of
-that process: its peak RSS (`ru_maxrss`: everything, DuckDB included) and, counted exactly,
+that process: its peak RSS (`VmHWM`: everything, DuckDB included) and, counted exactly,
 what Python (tracemalloc) and Arrow allocated at their peaks; neither depends on how busy the
 machine is. Holding every record (as the ingestion once did: ~10 bytes of memory per byte of
 input) grows them by several times the extra input; what may grow is the index of the records
@@ -23,7 +23,7 @@ BATCH = 100  # rows per batch and per row group in the measured process
 NOTES = "n" * 20_000  # a long free-text field: a record is ~20 KB, its index entry far less
 
 _MEASURE = textwrap.dedent("""
-    import json, resource, sys, tracemalloc
+    import json, sys, tracemalloc
     from pathlib import Path
     import pyarrow as pa
     import dagster_project.rynn_vp.judgment_parts as parts
@@ -38,7 +38,10 @@ _MEASURE = textwrap.dedent("""
     out = {{name: work / f"{{name}}.parquet" for name in judgments.JUDGMENT_TABLES}}
     written = judgments.write_tables(files, CTX, out, work, found)
     peak = tracemalloc.get_traced_memory()[1] + pa.default_memory_pool().max_memory()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # VmHWM: this process image's own peak. ru_maxrss would not do: Linux carries the
+    # pre-exec image's peak over an exec, and a forked pytest holds hundreds of MB.
+    rss = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status")
+               if line.startswith("VmHWM:"))
     print(json.dumps({{"traced": peak, "rss": rss, "rows": written.rows["rvp_judgments"]}}))
 """).format(batch=BATCH)
 
