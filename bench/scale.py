@@ -192,7 +192,7 @@ def _write_responses(job: tuple[Path, str, int, int, list[tuple[str, str, str]]]
 READ_JSONL = """
 import duckdb, sys
 con = duckdb.connect()
-con.execute("SET threads = 2")
+con.execute("SET threads = 2; SET enable_progress_bar = false")
 print(con.execute("SELECT count(*), sum(length(response)) FROM read_json(?, "
                   "format='newline_delimited')", [sys.argv[1:]]).fetchone())
 """
@@ -226,7 +226,7 @@ def bench_val(args: argparse.Namespace, work: Path, table: Table) -> None:
     from benchlake_demo.video_val import generate_full_size_parquets
     from dagster_project.settings import Settings
 
-    demo = Settings.from_env({"BENCHLAKE_HOME": str(work / "demo-home")})
+    demo = Settings.from_env({"BENCHLAKE_HOME": str(work.parent / "demo-home")})  # shared
     ensure_demo(demo)
     parquets = work / "val-parquets"
     generate_full_size_parquets(parquets)
@@ -327,10 +327,11 @@ def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
     from benchlake_demo import ensure_demo
     from dagster_project.settings import Settings
 
-    demo = Settings.from_env({"BENCHLAKE_HOME": str(work / "demo-home")})
+    demo = Settings.from_env({"BENCHLAKE_HOME": str(work.parent / "demo-home")})  # shared
     ensure_demo(demo)
     drop, empty = work / f"judgments-{args.judgments}", work / "empty"
     if not drop.exists():
+        shutil.rmtree(drop.with_suffix(".tmp"), ignore_errors=True)
         _write_judgments(demo.demo_dir / "judgments", drop.with_suffix(".tmp"), args.judgments)
         drop.with_suffix(".tmp").rename(drop)
     empty.mkdir(exist_ok=True)
@@ -478,7 +479,7 @@ def bench_rynn_vp(args: argparse.Namespace, work: Path, table: Table) -> None:
     from benchlake_demo import ensure_demo
     from dagster_project.settings import Settings
 
-    demo = Settings.from_env({"BENCHLAKE_HOME": str(work / "demo-home")})
+    demo = Settings.from_env({"BENCHLAKE_HOME": str(work.parent / "demo-home")})  # shared
     ensure_demo(demo)
     size = work / f"{'full' if args.full_size else 'demo'}-{args.cases}"
     snapshot, cands, empty = size / "Rynn-VP", size / "candidates", work / "empty"
