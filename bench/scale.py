@@ -1,25 +1,32 @@
-"""Campaign scale: incremental, bounded-memory ingestion, side by side in one run.
+"""Campaign scale: what the user waits for, side by side with the physical reference, in one run.
 
-    python bench/scale.py [--only val|judgments|rynn_vp] [--runs 10] [--checkpoints 25]
-                          [--samples 8] [--subset 1000000] [--judgments 60000] [--dir DIR]
+    ./dev bench scale [--only val|judgments|rynn_vp] [--runs 10] [--checkpoints 25] [--samples 8]
+                      [--judgments 60000] [--cases 200] [--full-size] [--dir DIR]
 
-Every measured step runs in a fresh process (`--step`, below); the parent times it and samples
-the peak RSS of its whole process tree (the step and its worker processes) from /proc.
+Every timed step is the user's own command, `benchlake ...`, run as a subprocess: the parent
+times it and samples the peak RSS of its whole process tree from /proc. Next to it, in the same
+run, a fresh process does the least work the same input needs (the reference), and the table
+gives the project's time as a multiple of it. After each `benchlake materialize`, a profile: the
+slowest Dagster steps (from the CLI's one line per step) and, for the dbt build, models vs data
+tests (from the `run_results.json` the build leaves in the home's dbt workspace).
 
 val       A questions table of the published size (5,645 rows), then `runs × checkpoints` verl-style
           files `<run>/<step>.jsonl`, each of 5,645 × `samples` responses (~1 KB of thinking,
-          boxed answers, plain-text answers, a few without any), ingested and scored from
-          scratch: first a subset of about `--subset` responses, then all of them (11.3 M with the
-          defaults), each into a fresh warehouse; then one more checkpoint file on top of the
-          full one, timed end to end: ingest and score, then `vv_best_checkpoints` (which reads
-          vv_scores) queried in a fresh process, as `benchlake sql` does. After each from-scratch
-          ingest, every row of `vv_run_pairs` (the paired comparisons an export writes) too.
-judgments `--judgments` judgment records (the demo's records for every case, repeated over judge
-          runs) in files of 1, 100 and 10,000 records, ingested from scratch, then again with one
-          more file.
-rynn_vp   `--cases` cases cloned from the demo's (with their candidates) materialized, then again
-          with nothing changed, then with one candidate changed: times, and which evidence
-          images were written again.
+          boxed answers, plain-text answers, a few without any): 11.3 M with the defaults.
+          `materialize --select group:video_val` from scratch (checks and views included), the
+          first `sql` of vv_best_checkpoints, vv_scores and vv_run_pairs, each in a fresh
+          process; then one more checkpoint file (materialize, then vv_best_checkpoints again);
+          then `export`. Reference: DuckDB reading the same JSONL files (count and total length
+          of the responses, 2 threads).
+judgments `--judgments` judgment records (the demo's, repeated over judge runs) in files of 1, 100
+          and 10,000 records: `materialize --select group:rynn_vp` with them (the videos already
+          done), then with one more file.
+rynn_vp   `--cases` cases cloned from the demo's, with their candidates (`--full-size`: GT videos
+          of 20-122 s at 640×360, remuxed from a few short encoded clips without re-encoding):
+          `materialize --select group:rynn_vp` first, again with nothing changed, again with one
+          candidate changed. Reference: PyAV decoding every frame of every GT and candidate video.
+
+Generated data is deterministic and kept in `--dir` (reused by the next run with the same sizes).
 """
 
 from __future__ import annotations
@@ -28,22 +35,23 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
-RESPONSES = ("key:raw_vv_response_files or key:raw_vv_responses or key:raw_vv_response_rejects"
-             " or key:raw_vv_scored_responses")
+BENCHLAKE = str(Path(sys.executable).with_name("benchlake"))
 WORDS = ("frame", "scene", "object", "person", "moves", "left", "right", "towards", "camera",
          "table", "cup", "opens", "closes", "the", "a", "then", "after", "before", "video",
          "shows", "first", "second", "clip", "hand", "door", "car", "dog", "red", "blue")
 
 
-# --- measuring a step in a fresh process ------------------------------------------------------
+# --- measuring a command in a fresh process ---------------------------------------------------
 
 def _tree_rss(pid: int) -> int:
     """Resident bytes of `pid` and all its descendants."""
@@ -60,45 +68,91 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def run_step(args: list[str], env: dict[str, str]) -> tuple[float, int, dict]:
-    """(wall seconds, peak tree RSS bytes, the step's JSON report)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, __file__, "--step", *args], env={**os.environ, **env},
-                            stdout=subprocess.PIPE, text=True)
-    peak = 0
-    while proc.poll() is None:
-        peak = max(peak, _tree_rss(proc.pid))
-        time.sleep(0.1)
-    out = proc.stdout.read() if proc.stdout else ""
+@dataclass
+class Run:
+    wall: float
+    rss: int  # peak bytes of the whole process tree
+    stdout: str
+    stderr: str
+
+
+def measure(cmd: list[str], env: dict[str, str]) -> Run:
+    """Run `cmd` to its end in a fresh process; fails the benchmark if the command fails."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=out, stderr=err, text=True)
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, _tree_rss(proc.pid))
+            time.sleep(0.1)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        run = Run(wall, peak, out.read(), err.read())
     if proc.returncode:
-        raise SystemExit(f"step {args} failed ({proc.returncode})")
-    return time.perf_counter() - start, peak, json.loads(out.strip().splitlines()[-1])
+        tail = "\n".join(run.stderr.strip().splitlines()[-5:])
+        raise SystemExit(f"{' '.join(cmd[:4])} failed ({proc.returncode}):\n{tail}")
+    return run
 
 
-def step_main(argv: list[str]) -> None:
-    import warnings
+def benchlake(*args: str, env: dict[str, str]) -> Run:
+    return measure([BENCHLAKE, *args], env)
 
-    warnings.filterwarnings("ignore")
-    from dagster_project.runner import materialize
-    from dagster_project.settings import Settings
-    from dagster_project.warehouse.catalog import connect
 
-    name, select = argv[0], argv[1]
-    settings = Settings.from_env()
-    report: dict = {}
-    t0 = time.perf_counter()
-    if select == "views":  # what `benchlake sql "select * from vv_best_checkpoints"` does
-        con = connect(settings.home)
-        report["best"] = con.execute("SELECT * FROM vv_best_checkpoints").fetchall()
-        report["query_s"] = time.perf_counter() - t0
-    elif select == "pairs":  # every paired comparison with its error bars (the export reads it)
-        con = connect(settings.home)
-        report["pairs"] = con.execute("SELECT count(*) FROM vv_run_pairs").fetchone()[0]
-        report["query_s"] = time.perf_counter() - t0
-    elif not materialize(settings, select, checks=False).success:
-        raise SystemExit(f"{name}: materialization failed")
-    report["step_s"] = time.perf_counter() - t0
-    print(json.dumps(report))
+def python(script: str, *args: str) -> Run:
+    return measure([sys.executable, "-c", script, *args], {})
+
+
+def profile(run: Run, home: Path, started: float) -> str:
+    """Where a `benchlake materialize` spent its time: its slowest Dagster steps (read back from
+    the home's Dagster instance; the CLI names the run on its last line) and, when it built
+    dbt nodes, models vs data tests."""
+    import dagster as dg
+
+    run_id = re.search(r"; run ([0-9a-f-]{36});", run.stderr).group(1)
+    with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+        steps = sorted(((s.end_time - s.start_time, s.step_key)
+                        for s in instance.get_run_step_stats(run_id)
+                        if s.start_time and s.end_time), reverse=True)
+    total = sum(s for s, _ in steps)
+    parts = [f"{len(steps)} steps {total:.0f} s, the rest of the process {run.wall - total:.0f} s;"
+             " slowest: " + ", ".join(f"{name} {s:.1f}" for s, name in steps[:6])]
+    results = home / "dbt" / "target" / "run_results.json"
+    if results.exists() and results.stat().st_mtime >= started:
+        split: dict[str, list[float]] = {}
+        for r in json.loads(results.read_text())["results"]:
+            split.setdefault(r["unique_id"].split(".")[0], []).append(r["execution_time"])
+        parts.append("dbt: " + ", ".join(f"{len(t)} {kind}s {sum(t):.1f} s"
+                                        for kind, t in sorted(split.items()))
+                     + " (node times; dbt runs up to its thread count at once)")
+    return "\n".join("    " + p for p in parts)
+
+
+class Table:
+    """The rows of the final table, each printed as soon as it is measured."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+
+    def add(self, workload: str, run: Run, reference: float | None = None,
+            rate: str = "", notes: str = "") -> None:
+        ratio = f"{run.wall / reference:.1f}×" if reference else ""
+        row = (workload, run.wall, run.rss / 2**20, reference, ratio, rate, notes)
+        self.rows.append(row)
+        print(self._line(row), flush=True)
+
+    @staticmethod
+    def _line(row: tuple) -> str:
+        workload, wall, rss, ref, ratio, rate, notes = row
+        ref_s = f"{ref:.1f}" if ref else ""
+        return (f"{workload:<46}{wall:>8.1f}{rss:>9.0f}{ref_s:>8}{ratio:>8}  {rate:<16}"
+                f"{notes}")
+
+    def print(self) -> None:
+        print(f"\n{'workload':<46}{'wall s':>8}{'RSS MB':>9}{'ref s':>8}{'ratio':>8}  "
+              f"{'rate':<16}notes")
+        for row in self.rows:
+            print(self._line(row))
 
 
 # --- val ---------------------------------------------------------------------------------------
@@ -135,29 +189,52 @@ def _write_responses(job: tuple[Path, str, int, int, list[tuple[str, str, str]]]
     return len(lines)
 
 
-def bench_val(args: argparse.Namespace, work: Path) -> list[tuple]:
+READ_JSONL = """
+import duckdb, sys
+con = duckdb.connect()
+con.execute("SET threads = 2; SET enable_progress_bar = false")
+print(con.execute("SELECT count(*), sum(length(response)) FROM read_json(?, "
+                  "format='newline_delimited')", [sys.argv[1:]]).fetchone())
+"""
+
+
+def duckdb_reference(files: list[Path]) -> tuple[float, int]:
+    """(seconds, responses): DuckDB reading `files` in a fresh process."""
+    run = python(READ_JSONL, *map(str, files))
+    return run.wall, int(run.stdout.strip().strip("()").split(",")[0])
+
+
+def _questions(work: Path, base_env: dict[str, str]) -> list[tuple[str, str, str]]:
+    """The val questions (uid, option letters, ground truth), as the pipeline reads them."""
+    cached = work / "questions.json"
+    if not cached.exists():
+        home = work / "questions-home"
+        shutil.rmtree(home, ignore_errors=True)
+        env = {**base_env, "BENCHLAKE_HOME": str(home), "RESPONSES_DIR": str(work / "none")}
+        (work / "none").mkdir(exist_ok=True)
+        benchlake("materialize", "--select", "+key:vv_questions", env=env)
+        rows = json.loads(benchlake("sql", "SELECT uid, option_letters, ground_truth FROM "
+                                    "vv_questions ORDER BY uid", "--format", "json",
+                                    env=env).stdout)
+        cached.write_text(json.dumps([[r["uid"], r["option_letters"], r["ground_truth"]]
+                                      for r in rows]))
+    return [tuple(q) for q in json.loads(cached.read_text())]
+
+
+def bench_val(args: argparse.Namespace, work: Path, table: Table) -> None:
     from benchlake_demo import ensure_demo
     from benchlake_demo.video_val import generate_full_size_parquets
-    from dagster_project.runner import materialize
     from dagster_project.settings import Settings
-    from dagster_project.warehouse.catalog import connect
 
-    demo = Settings.from_env({"BENCHLAKE_HOME": str(work / "demo-home")})
+    demo = Settings.from_env({"BENCHLAKE_HOME": str(work.parent / "demo-home")})  # shared
     ensure_demo(demo)
     parquets = work / "val-parquets"
     generate_full_size_parquets(parquets)
     base_env = {"VIDEO_VAL_SOURCE": str(parquets),
                 "VIDEO_VAL_PREFIX_MAP": demo.video_val_prefix_map_or_demo()}
-    qhome = work / "questions-home"
-    qsettings = Settings.from_env({**base_env, "BENCHLAKE_HOME": str(qhome),
-                                   "RESPONSES_DIR": str(work / "none")})
-    (work / "none").mkdir(exist_ok=True)
-    assert materialize(qsettings, "key:raw_vv_source or key:raw_vv_questions", checks=False).success
-    con = connect(qhome)
-    questions = con.execute("SELECT uid, option_letters, ground_truth FROM vv_questions "
-                            "ORDER BY uid").fetchall()
-    full = work / "responses"
-    extra = work / "extra"
+    questions = _questions(work, base_env)
+    size = f"r{args.runs}-c{args.checkpoints}-s{args.samples}"
+    full, extra = work / size / "responses", work / size / "extra"
     jobs = [(full / f"run-{r}" / f"{(c + 1) * 20}.jsonl", f"run-{r}", (c + 1) * 20,
              args.samples, questions) for r in range(args.runs) for c in range(args.checkpoints)]
     jobs.append((extra / "run-0" / f"{(args.checkpoints + 1) * 20}.jsonl", "run-0",
@@ -166,56 +243,50 @@ def bench_val(args: argparse.Namespace, work: Path) -> list[tuple]:
     todo = [j for j in jobs if not j[0].exists()]
     with ProcessPoolExecutor(max_workers=2) as pool:
         list(pool.map(_write_responses, todo))
+    files = [j[0] for j in jobs[:-1]]
     per_file = len(questions) * args.samples
-    total = per_file * args.runs * args.checkpoints
-    size = sum(j[0].stat().st_size for j in jobs[:-1])
-    print(f"val: {len(jobs) - 1} files, {total:,} responses, {size / 1e9:.1f} GB "
+    total = per_file * len(files)
+    print(f"val: {len(files)} files, {total:,} responses, "
+          f"{sum(f.stat().st_size for f in files) / 1e9:.2f} GB "
           f"(generated in {time.perf_counter() - t0:.0f} s)", flush=True)
-    subset = work / "subset"
-    n_subset = max(1, round(args.subset / per_file))
-    if not subset.exists():
-        for path, *_ in jobs[:n_subset]:
-            dest = subset / path.relative_to(full)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.link(path, dest)
-    rows = []
-    for label, folder, n in (("subset", subset, n_subset * per_file), ("full", full, total)):
-        home = work / f"home-{label}"
-        shutil.rmtree(home, ignore_errors=True)
-        shutil.copytree(qhome, home, ignore=shutil.ignore_patterns("dagster"))
-        env = {**base_env, "BENCHLAKE_HOME": str(home), "RESPONSES_DIR": str(folder)}
-        wall, rss, _ = run_step(["val-" + label, RESPONSES], env)
-        rows.append((f"val ingest + score from scratch, {n:,} responses", wall, rss,
-                     f"{n / wall:,.0f} responses/s"))
-        print(rows[-1], flush=True)
-        qwall, qrss, rep = run_step(["val-views-" + label, "views"], env)
-        rows.append((f"  then vv_best_checkpoints over {n:,}", qwall, qrss,
-                     f"query {rep['query_s']:.1f} s in a fresh process"))
-        print(rows[-1], flush=True)
-        qwall, qrss, rep = run_step(["val-pairs-" + label, "pairs"], env)
-        rows.append((f"  then all of vv_run_pairs over {n:,}", qwall, qrss,
-                     f"{rep['pairs']:,} rows, query {rep['query_s']:.1f} s"))
-        print(rows[-1], flush=True)
+
+    home = work / size / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    env = {**base_env, "BENCHLAKE_HOME": str(home), "RESPONSES_DIR": str(full)}
+    ref, n = duckdb_reference(files)
+    assert n == total, (n, total)
+    started = time.time()
+    run = benchlake("materialize", "--select", "group:video_val", env=env)
+    table.add(f"val from scratch, {total:,} responses", run, ref,
+              f"{total / run.wall:,.0f} resp/s", "materialize --select group:video_val")
+    print(profile(run, home, started), flush=True)
+    for what, sql in (("vv_best_checkpoints", "SELECT * FROM vv_best_checkpoints"),
+                      ("vv_scores", "SELECT count(*) FROM vv_scores"),
+                      ("vv_run_pairs", "SELECT count(*) FROM vv_run_pairs")):
+        run = benchlake("sql", sql, "--format", "csv", env=env)
+        rows = len(run.stdout.strip().splitlines()) - 1
+        table.add(f"  first query: {what}", run, notes=f"sql \"{sql}\" -> {rows} row(s)"
+                  if "count" not in sql else f"sql \"{sql}\" = {run.stdout.split()[-1]}")
+
     new = full / "run-0" / jobs[-1][0].name
     os.link(jobs[-1][0], new)
     try:
-        wall, rss, _ = run_step(["val-plus-one", RESPONSES], env)
-        qwall, qrss, rep = run_step(["val-views-plus-one", "views"], env)
+        ref, _ = duckdb_reference([new])
+        started = time.time()
+        run = benchlake("materialize", "--select", "group:video_val", env=env)
+        table.add(f"val +1 checkpoint file, {per_file:,} responses", run, ref,
+                  f"{per_file / run.wall:,.0f} resp/s", "materialize --select group:video_val")
+        print(profile(run, home, started), flush=True)
+        run = benchlake("sql", "SELECT * FROM vv_best_checkpoints", env=env)
+        table.add("  then first query: vv_best_checkpoints", run)
+        run = benchlake("export", "--out", str(work / size / "exports"), env=env)
+        table.add(f"val export over {total + per_file:,} responses", run,
+                  notes="benchlake export (target: ≤1.5 GB RSS at 250 checkpoints)")
     finally:
         new.unlink()
-    rows.append((f"+1 checkpoint file ({per_file:,} responses), views included", wall + qwall,
-                 max(rss, qrss), f"ingest + score {wall:.1f} s, then vv_best_checkpoints "
-                 f"{qwall:.1f} s (each a fresh process)"))
-    print(rows[-1], flush=True)
-    return rows
 
 
 # --- judgments ---------------------------------------------------------------------------------
-
-JUDGMENTS = ("key:raw_rvp_judgment_files or key:raw_rvp_judgments or key:raw_rvp_hallucinations"
-             " or key:raw_rvp_judgment_rejects or key:raw_rvp_gt_compilations or "
-             "key:raw_rvp_stages")
-
 
 def _write_judgments(demo_judgments: Path, dest: Path, target: int, tag: str = "") -> int:
     """The demo's records repeated over judge runs `<run>-<k>` until `target` records, in files
@@ -252,32 +323,30 @@ def _write_judgments(demo_judgments: Path, dest: Path, target: int, tag: str = "
     return len(out)
 
 
-def bench_judgments(args: argparse.Namespace, work: Path) -> list[tuple]:
+def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
     from benchlake_demo import ensure_demo
-    from dagster_project.runner import materialize
     from dagster_project.settings import Settings
 
-    base = work / "demo-home"
-    demo = Settings.from_env({"BENCHLAKE_HOME": str(base)})
-    if not (base / "tables").exists():
-        ensure_demo(demo)
-        assert materialize(demo, "not kind:dbt and not group:reports", checks=False).success
-    drop = work / "judgments"
+    demo = Settings.from_env({"BENCHLAKE_HOME": str(work.parent / "demo-home")})  # shared
+    ensure_demo(demo)
+    drop, empty = work / f"judgments-{args.judgments}", work / "empty"
     if not drop.exists():
-        n = _write_judgments(demo.demo_dir / "judgments", drop, args.judgments)
-    else:
-        n = sum(1 for f in drop.rglob("*.json*") if "gt_comp" not in str(f))
-    n = args.judgments
+        shutil.rmtree(drop.with_suffix(".tmp"), ignore_errors=True)
+        _write_judgments(demo.demo_dir / "judgments", drop.with_suffix(".tmp"), args.judgments)
+        drop.with_suffix(".tmp").rename(drop)
+    empty.mkdir(exist_ok=True)
     home = work / "home"
     shutil.rmtree(home, ignore_errors=True)
-    shutil.copytree(base, home, ignore=shutil.ignore_patterns("dagster"))
     env = {"BENCHLAKE_HOME": str(home), "RYNN_VP_SOURCE": demo.rynn_vp_source_or_demo(),
-           "CANDIDATES_DIR": str(demo.candidates_root()), "JUDGMENTS_DIR": str(drop)}
-    rows = []
-    wall, rss, rep = run_step(["judgments", JUDGMENTS], env)
-    rows.append((f"judgments from scratch, {n:,} records", wall, rss,
-                 f"materialize {rep['step_s']:.1f} s"))
-    print(rows[-1], flush=True)
+           "CANDIDATES_DIR": str(demo.candidates_root()), "JUDGMENTS_DIR": str(empty)}
+    benchlake("materialize", "--select", "group:rynn_vp", env=env)  # the videos, untimed
+    env["JUDGMENTS_DIR"] = str(drop)
+    started = time.time()
+    run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
+    table.add(f"judgments from scratch, {args.judgments:,} records", run,
+              rate=f"{args.judgments / run.wall:,.0f} rec/s",
+              notes="materialize --select group:rynn_vp (videos already done)")
+    print(profile(run, home, started), flush=True)
     late = work / "late"
     shutil.rmtree(late, ignore_errors=True)
     _write_judgments(demo.demo_dir / "judgments", late, 10000 + 1000 + 9000, tag="late")
@@ -287,29 +356,85 @@ def bench_judgments(args: argparse.Namespace, work: Path) -> list[tuple]:
     for src, dest in added:
         shutil.copy(src, dest)
     try:
-        wall, rss, rep = run_step(["judgments-plus-one", JUDGMENTS], env)
+        started = time.time()
+        run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
+        table.add("judgments +1 file, 10,000 records", run,
+                  rate=f"{10000 / run.wall:,.0f} rec/s", notes="materialize --select group:rynn_vp")
+        print(profile(run, home, started), flush=True)
     finally:
         for _, dest in added:
             dest.unlink()
-    rows.append(("+1 judgment file (10,000 records)", wall, rss,
-                 f"materialize {rep['step_s']:.1f} s"))
-    print(rows[-1], flush=True)
-    return rows
 
 
 # --- rynn_vp -----------------------------------------------------------------------------------
 
-RYNN_VP = "group:rynn_vp and not kind:dbt"
+FULL_FPS, FULL_GOP = 25, 50  # 2 s per GOP
+CLIP_GOPS = 2  # each base clip: 4 s at 640×360, encoded once
+
+
+def _base_clips(folder: Path, n: int = 4) -> list[Path]:
+    from dagster_project.media.encode import synthetic_frames, write_h264
+
+    clips = [folder / f"clip-{k}.mp4" for k in range(n)]
+    for k, clip in enumerate(clips):
+        if not clip.exists():
+            write_h264(clip, synthetic_frames(FULL_GOP * CLIP_GOPS, 640, 360, seed=900 + k),
+                       fps=FULL_FPS, gop=FULL_GOP, preset="superfast")
+    return clips
+
+
+def _remux_long(clip: Path, dest: Path, n_gops: int, rotate: int) -> None:
+    """`n_gops` GOPs of `clip`, starting at its GOP `rotate`, repeated in a loop: copied packets
+    with shifted timestamps (no re-encoding), written atomically."""
+    import av
+
+    with av.open(str(clip)) as src:
+        stream = src.streams.video[0]
+        gops: list[list] = []
+        for pkt in src.demux(stream):
+            if pkt.size == 0:
+                continue
+            if pkt.is_keyframe:
+                gops.append([])
+            gops[-1].append((pkt.pts, pkt.dts, bytes(pkt), pkt.is_keyframe))
+        step = gops[1][0][0] - gops[0][0][0]  # one GOP, in the stream's time base
+        tmp = dest.with_name(f".{dest.name}.tmp")
+        with av.open(str(tmp), "w", format="mp4") as out:
+            ostream = out.add_stream_from_template(stream)
+            for i in range(n_gops):
+                j = (i + rotate) % len(gops)
+                for pts, dts, data, key in gops[j]:
+                    pkt = av.Packet(data)
+                    pkt.pts, pkt.dts = pts + (i - j) * step, dts + (i - j) * step
+                    pkt.time_base, pkt.stream, pkt.is_keyframe = stream.time_base, ostream, key
+                    out.mux(pkt)
+    tmp.rename(dest)
+
+
+def _scale_planning(planning: dict[str, str], factor: float) -> dict[str, str]:
+    def at(t: str) -> str:
+        return f"{float(t.rstrip('s')) * factor:.1f}s"
+
+    return {"-".join(at(t) for t in key.rsplit("-", 1)): label for key, label in planning.items()}
 
 
 def _clone_cases(demo_root: Path, demo_cands: Path, snapshot: Path, cands: Path,
-                 n: int) -> None:
+                 n: int, full_size: bool) -> None:
     """`n` cases cloned from the demo's (case ids renumbered in their last field, task.json
-    rewritten, SHA256SUMS.txt recomputed), each with a copy of the demo case's candidates."""
+    rewritten, SHA256SUMS.txt recomputed), each with a copy of the demo case's candidates.
+    `full_size`: each GT video replaced by a distinct 20-122 s 640×360 one (remuxed from base
+    clips), its initial.png its first frame, its annotation intervals stretched to fit."""
+    import av
+
     from benchlake_demo.rynn_vp import write_sha256sums
 
     shutil.copytree(demo_root, snapshot, ignore=shutil.ignore_patterns("cases"))
     originals = sorted((demo_root / "cases").iterdir())
+    clips = _base_clips(snapshot.parent / "clips") if full_size else []
+    # distinct (clip, rotation, length) per case: 4 × 2 × 51 > any case count asked for
+    shapes = [(c, r, g) for c in range(len(clips)) for r in range(CLIP_GOPS)
+              for g in range(10, 62)]
+    random.Random(26).shuffle(shapes)
     for k in range(n):
         src = originals[k % len(originals)]
         case_id = src.name.rsplit("-", 1)[0] + f"-{100 + k:03d}"  # unique per clone
@@ -317,88 +442,115 @@ def _clone_cases(demo_root: Path, demo_cands: Path, snapshot: Path, cands: Path,
         shutil.copytree(src, dest)
         task = json.loads((dest / "task.json").read_text())
         (dest / "task.json").write_text(json.dumps({**task, "task_id": case_id}, indent=2))
+        if full_size:
+            clip, rotate, n_gops = shapes[k]
+            with av.open(str(src / "gt.mp4")) as old:
+                before = float(old.streams.video[0].frames) / float(
+                    old.streams.video[0].average_rate)
+            _remux_long(clips[clip], dest / "gt.mp4", n_gops, rotate)
+            with av.open(str(dest / "gt.mp4")) as new:
+                next(new.decode(video=0)).to_image().save(dest / "initial.png", format="PNG")
+            ann = json.loads((dest / "gt_annotations.json").read_text())
+            ann["planning"] = _scale_planning(ann["planning"],
+                                              n_gops * FULL_GOP / FULL_FPS / before)
+            (dest / "gt_annotations.json").write_text(json.dumps(ann, indent=2) + "\n")
         for system in sorted(p for p in demo_cands.iterdir() if p.is_dir()):
             if (system / src.name).is_dir():
                 shutil.copytree(system / src.name, cands / system.name / case_id)
     write_sha256sums(snapshot)
 
 
+DECODE_ALL = """
+import av, sys
+n = 0
+for path in sys.argv[1:]:
+    with av.open(path) as c:
+        for _ in c.decode(video=0):
+            n += 1
+print(n)
+"""
+
+
 def _stamps(home: Path) -> dict[str, int]:
     return {str(p): p.stat().st_mtime_ns for p in (home / "evidence").rglob("*.jpg")}
 
 
-def bench_rynn_vp(args: argparse.Namespace, work: Path) -> list[tuple]:
+def bench_rynn_vp(args: argparse.Namespace, work: Path, table: Table) -> None:
     from benchlake_demo import ensure_demo
     from dagster_project.settings import Settings
 
-    demo = Settings.from_env({"BENCHLAKE_HOME": str(work / "demo-home")})
+    demo = Settings.from_env({"BENCHLAKE_HOME": str(work.parent / "demo-home")})  # shared
     ensure_demo(demo)
-    snapshot, cands, empty = work / "Rynn-VP", work / "candidates", work / "empty"
+    size = work / f"{'full' if args.full_size else 'demo'}-{args.cases}"
+    snapshot, cands, empty = size / "Rynn-VP", size / "candidates", work / "empty"
     if not snapshot.exists():
-        _clone_cases(Path(demo.rynn_vp_source_or_demo()), demo.candidates_root(), snapshot,
-                     cands, args.cases)
+        tmp = size.with_suffix(".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        _clone_cases(Path(demo.rynn_vp_source_or_demo()), demo.candidates_root(),
+                     tmp / "Rynn-VP", tmp / "candidates", args.cases, args.full_size)
+        shutil.rmtree(size, ignore_errors=True)
+        tmp.rename(size)
     empty.mkdir(exist_ok=True)
-    home = work / "home"
+    home = size / "home"
     shutil.rmtree(home, ignore_errors=True)
     env = {"BENCHLAKE_HOME": str(home), "RYNN_VP_SOURCE": str(snapshot),
            "CANDIDATES_DIR": str(cands), "JUDGMENTS_DIR": str(empty)}
-    n_video = len(list(cands.glob("*/*/candidate.mp4")))
-    n_eval = len([p for p in cands.glob("*/*") if p.is_dir()])
-    rows = []
-    first, rss, _ = run_step(["rynn_vp-first", RYNN_VP], env)
-    rows.append((f"Rynn-VP first run, {args.cases} cases, {n_eval} evaluations", first, rss,
-                 f"{n_video} candidate videos"))
-    print(rows[-1], flush=True)
-    before = _stamps(home)
-    wall, rss, _ = run_step(["rynn_vp-again", RYNN_VP], env)
-    after = _stamps(home)
-    redone = sum(after.get(p) != t for p, t in before.items())
-    rows.append(("Rynn-VP again, nothing changed", wall, rss,
-                 f"{wall / first:.0%} of the first run; {redone} evidence images rewritten"))
-    print(rows[-1], flush=True)
     videos = sorted(cands.glob("*/*/candidate.mp4"))
+    gts = sorted(snapshot.glob("cases/*/gt.mp4"))
+    n_eval = len([p for p in cands.glob("*/*") if p.is_dir()])
+    ref = python(DECODE_ALL, *map(str, gts + videos))
+    frames = int(ref.stdout.strip())
+    print(f"rynn_vp: {args.cases} cases, {n_eval} evaluations, {len(videos)} candidate videos; "
+          f"reference: PyAV decodes {frames:,} frames in {ref.wall:.1f} s", flush=True)
+    started = time.time()
+    first = benchlake("materialize", "--select", "group:rynn_vp", env=env)
+    table.add(f"Rynn-VP first run, {args.cases} cases", first, ref.wall,
+              f"{frames / first.wall:,.0f} frames/s",
+              f"{n_eval} evaluations, {len(videos)} candidate videos"
+              + (", full size" if args.full_size else ""))
+    print(profile(first, home, started), flush=True)
+    before, started = _stamps(home), time.time()
+    run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
+    redone = sum(_stamps(home).get(p) != t for p, t in before.items())
+    table.add("Rynn-VP again, nothing changed", run, ref.wall,
+              notes=f"{redone} evidence images rewritten")
+    print(profile(run, home, started), flush=True)
     target, donor = videos[0], videos[-1]
     saved = target.read_bytes()
     shutil.copy(donor, target)
     try:
-        before = _stamps(home)
-        wall, rss, _ = run_step(["rynn_vp-one-changed", RYNN_VP], env)
+        before, started = _stamps(home), time.time()
+        run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
         after = _stamps(home)
     finally:
         target.write_bytes(saved)
-    redone = {Path(p).parent.name + "/" + Path(p).parent.parent.name
-              for p, t in before.items() if after.get(p) != t and "/P" in p}
-    rows.append(("Rynn-VP again, one candidate changed", wall, rss,
-                 f"{wall / first:.0%} of the first run; panels rewritten for {len(redone)} "
-                 f"evaluation(s): {', '.join(sorted(redone))[:60]}"))
-    print(rows[-1], flush=True)
-    return rows
+    redone_evals = {Path(p).parent.name + "/" + Path(p).parent.parent.name
+                    for p, t in before.items() if after.get(p) != t and "/P" in p}
+    table.add("Rynn-VP again, one candidate changed", run, ref.wall,
+              notes=f"panels rewritten for {len(redone_evals)} evaluation(s)")
+    print(profile(run, home, started), flush=True)
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--step":
-        step_main(sys.argv[2:])
-        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", choices=["val", "judgments", "rynn_vp"])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--checkpoints", type=int, default=25)
     ap.add_argument("--samples", type=int, default=8)
-    ap.add_argument("--subset", type=int, default=1_000_000)
     ap.add_argument("--judgments", type=int, default=60_000)
     ap.add_argument("--cases", type=int, default=200)
+    ap.add_argument("--full-size", action="store_true",
+                    help="Rynn-VP GT videos of 20-122 s at 640×360 (else the demo's clips)")
     ap.add_argument("--dir", type=Path, help="work folder, kept (default: a temp folder)")
     args = ap.parse_args()
     work = args.dir or Path(tempfile.mkdtemp(prefix="benchlake-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    rows = []
+    table = Table()
     benches = {"val": bench_val, "judgments": bench_judgments, "rynn_vp": bench_rynn_vp}
     for name, fn in benches.items():
         if args.only in (None, name):
-            rows += fn(args, work / name)
-    print(f"\n{'step':<58}{'wall s':>9}{'peak RSS MB':>13}  notes")
-    for label, wall, rss, note in rows:
-        print(f"{label:<58}{wall:>9.1f}{rss / 2**20:>13.0f}  {note}")
+            fn(args, work / name, table)
+    table.print()
     if args.dir is None:
         shutil.rmtree(work, ignore_errors=True)
 
