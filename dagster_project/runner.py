@@ -4,6 +4,7 @@ UI lists the run, links its job and can re-execute it."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -14,21 +15,21 @@ import dagster as dg
 from dagster_project.settings import Settings
 
 _YAML_MARKER = "# Written by benchlake."
-_DAGSTER_YAML = f"""\
-{_YAML_MARKER} Rewritten while this first line stays; delete it to keep your own edits.
+_DAGSTER_YAML = """\
+{marker} Rewritten while this first line stays; delete it to keep your own edits.
 # Storage: the default SQLite files in this folder (run history, event logs, schedules), so
 # history survives restarts, written by dagster_project/instance_storage.py (fewer syncs and
 # connections per event than Dagster's own; same files). Runs launched from the UI start at once
 # in their own process (no queue waiting for the run-queue daemon); sensors and the schedule run
 # when the daemon runs (`benchlake ui` starts it, as `dagster dev` does). No telemetry, no
-# sign-up pop-up in the UI.
+# sign-up pop-up in the UI. base_dir is this folder (rewritten if the home moves), so the
+# instance opens with or without DAGSTER_HOME set.
 storage:
   custom:
     module: dagster_project.instance_storage
     class: Storage
     config:
-      base_dir:
-        env: DAGSTER_HOME
+      base_dir: {base_dir}
 run_coordinator:
   module: dagster._core.run_coordinator
   class: DefaultRunCoordinator
@@ -59,8 +60,10 @@ def dagster_instance(settings: Settings) -> dg.DagsterInstance:
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     current = config.read_text() if config.exists() else None
-    if current is None or (current.startswith(_YAML_MARKER) and current != _DAGSTER_YAML):
-        config.write_text(_DAGSTER_YAML)
+    # a JSON string is a YAML string: any path, quoted as it must be
+    wanted = _DAGSTER_YAML.format(marker=_YAML_MARKER, base_dir=json.dumps(str(home.resolve())))
+    if current is None or (current.startswith(_YAML_MARKER) and current != wanted):
+        config.write_text(wanted)
     os.environ["DAGSTER_HOME"] = str(home)
     return dg.DagsterInstance.from_config(str(home))
 

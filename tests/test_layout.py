@@ -67,8 +67,8 @@ def test_each_domain_has_its_logic_wiring_and_tests():
         tests = PROJECT_ROOT / "tests" / domain
         assert tests.is_dir() and list(tests.glob("test_*.py")), domain
     # defs/ holds wiring only, in role files
-    roles = {"assets.py", "checks.py", "sensors.py", "jobs.py", "schedules.py", "resources.py",
-             "loggers.py", "__init__.py"}
+    roles = {"assets.py", "sources.py", "checks.py", "sensors.py", "jobs.py", "schedules.py",
+             "resources.py", "loggers.py", "__init__.py"}
     for path in (package / "defs").rglob("*.py"):
         assert path.name in roles, path
     # no module name appears twice in the package or beside it in the demo generator (one name

@@ -28,13 +28,10 @@ from dagster_project.defs.resources import (
 from dagster_project.dropfolder import (
     VERSIONS_SCHEMA,
     archive_versions,
-    drop_folder_listing,
     escapes,
-    listing_version,
     stat_listing,
     versions_of,
 )
-from dagster_project.hub import parse_hub_uri
 from dagster_project.rynn_vp.candidates import CANDIDATES_SCHEMA, scan_candidates
 from dagster_project.rynn_vp.checksums import (
     CHECKSUMS_SCHEMA,
@@ -123,67 +120,15 @@ def _snapshot_inputs(benchlake: BenchlakeSettings, *more: object) -> str:
     return step_inputs(str(root), media_mode, stat_listing(root), *more)
 
 
-# --- what is read: observed sources ------------------------------------------------------------
-# Each observation gives the source a data version (its files' identities): a changed input makes
-# every asset downstream stale in the UI, with the source named as the cause. `benchlake
-# materialize` observes them first; the drop-folder sensors observe their folders on every tick.
-
-
-@dg.observable_source_asset(group_name=GROUP, description=(
-    "RYNN_VP_SOURCE: the Rynn-VP snapshot folder (or `hf://` revision) that is read; "
-    "observed by the size and modification time of each of its files."))
-def rynn_vp_source(benchlake: BenchlakeSettings) -> dg.ObserveResult:
-    s = benchlake.settings()
-    if s.uses_demo_rynn_vp():
-        _demo().ensure_rynn_vp_demo(s)
-    source = s.rynn_vp_source_or_demo()
-    listing = {} if parse_hub_uri(source) else stat_listing(Path(source))
-    version = listing_version({**listing, "\0source": source, "\0media": s.rynn_vp_media})
-    return dg.ObserveResult(data_version=dg.DataVersion(version),
-                            metadata={"source": source, "files": len(listing)})
-
-
-@dg.observable_source_asset(group_name=GROUP, description=(
-    "CANDIDATES_DIR: the systems' candidate videos and step images; observed by the size and "
-    "modification time of each file."))
-def candidates_dir(benchlake: BenchlakeSettings) -> dg.ObserveResult:
-    s = benchlake.settings()
-    if s.uses_demo_candidates():
-        _demo().ensure_candidates_demo(s)
-    root = s.candidates_root()
-    listing = stat_listing(root)
-    return dg.ObserveResult(data_version=dg.DataVersion(listing_version(listing)),
-                            metadata={"folder": str(root), "files": len(listing)})
-
-
-@dg.observable_source_asset(group_name=GROUP, description=(
-    "JUDGMENTS_DIR: the judge harness's drop folder of judgment records; observed by the "
-    "content hash of each file (the same listing `rvp_judgments_sensor` keeps)."))
-def judgments_dir(benchlake: BenchlakeSettings) -> dg.ObserveResult:
-    s = benchlake.settings()
-    if s.uses_demo_judgments():
-        _demo().ensure_judgments_demo(s)
-    listing = drop_folder_listing(s.judgments_root(), s.stat_cache("judgments"))
-    return dg.ObserveResult(data_version=dg.DataVersion(listing_version(listing)),
-                            metadata={"folder": str(s.judgments_root()), "files": len(listing)})
-
-
-@dg.observable_source_asset(group_name=GROUP, description=(
-    "The judge role prompts in effect: the Skill's frozen prompts when the snapshot carries "
-    "them, else the project's templates (assets/prompts/); observed by version and text. The GT "
-    "cache keys and the judge packets are made from them."))
-def rvp_prompts(benchlake: BenchlakeSettings) -> dg.ObserveResult:
-    home = benchlake.settings().home
-    root = (snapshot_root(home)[0] if table_path(home, "rvp_snapshot").exists() else None)
-    prompts = load_prompts(root)
-    return dg.ObserveResult(data_version=dg.DataVersion(prompts_version(prompts)),
-                            metadata={"version": prompts.version, "source": prompts.source})
+# The observed sources (defs/rynn_vp/sources.py), by key.
+RYNN_VP_SOURCE, CANDIDATES_DIR, JUDGMENTS_DIR, RVP_PROMPTS = (
+    dg.AssetKey(n) for n in ("rynn_vp_source", "candidates_dir", "judgments_dir", "rvp_prompts"))
 
 
 # --- ingestion ---------------------------------------------------------------------------------
 
 
-@dg.asset(key=raw_key("rvp_snapshot"), group_name=GROUP, kinds={"parquet"}, deps=[rynn_vp_source])
+@dg.asset(key=raw_key("rvp_snapshot"), group_name=GROUP, kinds={"parquet"}, deps=[RYNN_VP_SOURCE])
 def rvp_snapshot(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """The Rynn-VP snapshot to read: a local folder or `hf://datasets/<repo>@<rev>` (downloaded
     with huggingface_hub, limited to metadata when RYNN_VP_MEDIA=metadata). Records the source
@@ -309,7 +254,7 @@ def rvp_cases_and_intervals(context: dg.AssetExecutionContext, benchlake: Benchl
 
 
 @dg.asset(key=raw_key("rvp_candidates"), group_name=GROUP, kinds={"parquet"},
-          deps=[raw_key("rvp_cases"), candidates_dir])
+          deps=[raw_key("rvp_cases"), CANDIDATES_DIR])
 def rvp_candidates(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Candidates found under CANDIDATES_DIR: `<system>/<case_id>/candidate.mp4` (video) or
     `<system>/<case_id>/steps/<step_id>.(png|jpg)` (ordered images), with fingerprints,
@@ -395,7 +340,7 @@ def rvp_rejects(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings)
 
 
 @dg.asset(key=raw_key("rvp_gt_fingerprints"), group_name=GROUP, kinds={"parquet"},
-          deps=[raw_key("rvp_checksums"), raw_key("rvp_cases"), rvp_prompts])
+          deps=[raw_key("rvp_checksums"), raw_key("rvp_cases"), RVP_PROMPTS])
 def rvp_gt_fingerprints(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """The GT compilation cache key of every accepted case: SHA-256 over the digests of its four
     files and the prompt version in effect (the Skill's prompts if the snapshot has them, else
@@ -428,7 +373,7 @@ JUDGMENT_RECORD_TABLES = {"rvp_judgment_files": VERSIONS_SCHEMA, **JUDGMENT_TABL
 @dg.multi_asset(
     group_name=GROUP,
     specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"},
-                        deps=[*(raw_key(t) for t in CONTEXT_INPUTS), judgments_dir],
+                        deps=[*(raw_key(t) for t in CONTEXT_INPUTS), JUDGMENTS_DIR],
                         # what is replayed from the checked parts follows their version
                         code_version=None if name == "rvp_judgment_files" else CHECKS_VERSION)
            for name in JUDGMENT_RECORD_TABLES],
@@ -497,7 +442,7 @@ def _describe_written(context: dg.AssetExecutionContext, benchlake: BenchlakeSet
 
 
 @dg.asset(key=raw_key("rvp_judge_packets"), group_name=GROUP, kinds={"parquet", "json"},
-          deps=[*(raw_key(t) for t in PACKET_INPUTS), rvp_prompts], code_version=PACKETS_VERSION)
+          deps=[*(raw_key(t) for t in PACKET_INPUTS), RVP_PROMPTS], code_version=PACKETS_VERSION)
 def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """One packet per (system, case, role) for the five candidate roles, and one GT compilation
     packet per case: JSON plus the evidence files it names, under `$BENCHLAKE_HOME/packets/`.
