@@ -33,9 +33,15 @@ from typing import Any
 
 import duckdb
 
-from dagster_project.warehouse.project import DBT_PROJECT, dbt_command, dbt_env, locked
-
 DATABASE = "benchlake"
+
+
+def _project() -> Any:
+    """The dbt project module, imported when first needed: it loads dagster-dbt (seconds), which
+    a reader of the catalog (`benchlake sql`, `connect`) never needs."""
+    from dagster_project.warehouse import project
+
+    return project
 STORAGE_VERSION = "v1.0.0"
 
 
@@ -62,7 +68,7 @@ class Workspace:
         return self.folder / "target"
 
     def env(self) -> dict[str, str]:
-        return dbt_env(self.home, self.database)
+        return _project().dbt_env(self.home, self.database)
 
     @property
     def _definitions(self) -> Path:
@@ -135,7 +141,7 @@ def workspace(home: Path) -> Iterator[Workspace]:
     that was moved or copied (its views still read the Parquet of where it was) first has every
     view rebuilt here, so a build of some models never publishes views of two homes."""
     ws = Workspace(Path(home))
-    with locked(ws.folder / ".lock"):
+    with _project().locked(ws.folder / ".lock"):
         if not ws.database.exists():
             con = duckdb.connect(":memory:")
             try:
@@ -170,9 +176,10 @@ def built_for(database: Path) -> set[str]:
 def _rebuild_views(ws: Workspace) -> None:
     """`dbt run` of every model (views only, no tests) over the moved home's Parquet."""
     env = {**os.environ, **ws.env()}
+    project = _project()
     done = subprocess.run(
-        [*dbt_command(), "run", "--project-dir", str(DBT_PROJECT.project_dir),
-         "--profiles-dir", str(DBT_PROJECT.profiles_dir), "--target-path", str(ws.target),
+        [*project.dbt_command(), "run", "--project-dir", str(project.DBT_PROJECT.project_dir),
+         "--profiles-dir", str(project.DBT_PROJECT.profiles_dir), "--target-path", str(ws.target),
          "--quiet"], env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:  # a model that fails here fails again, named, in the build
         (ws.folder / "rebuild.log").write_text(done.stdout + done.stderr)
@@ -203,9 +210,9 @@ def definitions(home: Path | str) -> dict[str, str]:
     Parquet when it is queried, so new data needs no new view. (dbt's own `state:modified`
     compares one whole manifest with another; here the state is per relation, since any
     selection builds some of them, and includes the home the views read.)"""
-    manifest = json.loads(DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
+    manifest = json.loads(_project().DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
     macros, nodes, sources = manifest["macros"], manifest["nodes"], manifest["sources"]
-    project = (Path(DBT_PROJECT.project_dir) / "dbt_project.yml").read_bytes()
+    project = (Path(_project().DBT_PROJECT.project_dir) / "dbt_project.yml").read_bytes()
     base = [hashlib.sha256(project).hexdigest(), _home_text(home),
             *(importlib.metadata.version(p) for p in ("dbt-core", "dbt-duckdb", "duckdb"))]
     done: dict[str, str] = {}
@@ -253,7 +260,7 @@ def inputs(home: Path | str, current: Mapping[str, str] | None = None) -> dict[s
     its result is never reused."""
     from dagster_project.tables import content_version
 
-    manifest = json.loads(DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
+    manifest = json.loads(_project().DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
     nodes, sources = manifest["nodes"], manifest["sources"]
     current = definitions(home) if current is None else current
     versions: dict[str, str | None] = {}
@@ -305,7 +312,7 @@ def _project_relations(manifest_path: str, mtime: float) -> frozenset[str]:
 
 def project_relations() -> frozenset[str]:
     """The names of the project's models and seeds (what the catalog may hold)."""
-    path = DBT_PROJECT.manifest_path
+    path = _project().DBT_PROJECT.manifest_path
     return _project_relations(str(path), path.stat().st_mtime)
 
 
@@ -322,7 +329,7 @@ class Node:
 
 def nodes() -> list[Node]:
     """Every model and seed of the project, by name."""
-    path = DBT_PROJECT.manifest_path
+    path = _project().DBT_PROJECT.manifest_path
     return list(_nodes_of(str(path), path.stat().st_mtime_ns))
 
 
