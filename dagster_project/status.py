@@ -24,6 +24,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dagster_project.filecache import Identity
 from dagster_project.tables import atomic_write_bytes
 
 STATUS_DIR = "status"  # beside tables/, not in it: the tables stay byte-identical across runs
@@ -65,11 +66,11 @@ def mark_written(home: Path, table: str, run_id: str, rows: int) -> None:
 
 
 def _identity(path: Path) -> list[int] | None:
+    """The file cache's identity of `path` (size, mtime, inode), as JSON; None if it is gone."""
     try:
-        st = path.stat()
+        return list(Identity.of(path.stat()))
     except OSError:
         return None
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
 def remember_inputs(home: Path, table: str, inputs: str, files: list[Path],

@@ -81,6 +81,14 @@ def started(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings) -> 
             mark_started(Path(benchlake.home), name, context.run.run_id)
 
 
+def demo_generator() -> Any:
+    """The demo generator (`benchlake_demo`), imported only when a source is left at its demo
+    default."""
+    import benchlake_demo
+
+    return benchlake_demo
+
+
 def write_and_describe(
     context: dg.AssetExecutionContext, benchlake: BenchlakeSettings, name: str, table: pa.Table,
     *, inputs: str | None = None, also: Sequence[Path] = (), work: dict[str, int] | None = None,

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from dagster_project.defs.resources import (
     BenchlakeSettings,
+    demo_generator,
     described_again,
     parts_result,
     raw_key,
@@ -97,12 +98,6 @@ from dagster_project.warehouse.previews import HEAD_ROWS, markdown_preview
 GROUP = "rynn_vp"
 
 
-def _demo():
-    """The demo generator, imported only when a source is left at its demo default."""
-    import benchlake_demo
-
-    return benchlake_demo
-
 
 def _write_rejects(benchlake: BenchlakeSettings, stage: str, rejects: list[Reject]) -> int:
     write_table(rejects_table(rejects), _rejects_part(benchlake, stage))
@@ -136,7 +131,7 @@ def rvp_snapshot(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     started(context, benchlake)
     s = benchlake.settings()
     if s.uses_demo_rynn_vp():
-        _demo().ensure_rynn_vp_demo(s)
+        demo_generator().ensure_rynn_vp_demo(s)
     snap = acquire_snapshot(s.rynn_vp_source_or_demo(), s.rynn_vp_media, s.hub_cache_dir)
     context.log.info(f"snapshot at {snap.local_path} (revision {snap.resolved_revision})")
     table = rows_to_table([dataclasses.asdict(snap)], SNAPSHOT_SCHEMA)
@@ -262,7 +257,7 @@ def rvp_candidates(context: dg.AssetExecutionContext, benchlake: BenchlakeSettin
     read again while no file there changed and the accepted and refused cases are the same."""
     s = benchlake.settings()
     if s.uses_demo_candidates():
-        _demo().ensure_candidates_demo(s)
+        demo_generator().ensure_candidates_demo(s)
     root = s.open_drop_folder("CANDIDATES_DIR")
     refused = refused_cases(s.home)
     inputs = step_inputs(str(root.resolve()), stat_listing(root),
@@ -387,7 +382,7 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     is read while the file versions and the tables checked against are the same."""
     s = benchlake.settings()
     if s.uses_demo_judgments():
-        _demo().ensure_judgments_demo(s)
+        demo_generator().ensure_judgments_demo(s)
     root = s.open_drop_folder("JUDGMENTS_DIR")
     versions = archive_versions(s.archive_dir / "judgments", root,
                                 benchlake.table_path("rvp_judgment_files"), s.home, s.file_cache)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from dagster_project.defs.resources import BenchlakeSettings
+from dagster_project.defs.resources import BenchlakeSettings, demo_generator
 from dagster_project.dropfolder import drop_folder_listing, listing_version, stat_listing
 from dagster_project.hub import parse_hub_uri
 from dagster_project.rynn_vp.packets import load_prompts, prompts_version
@@ -17,12 +17,6 @@ from dagster_project.tables import table_path
 GROUP = "rynn_vp"
 
 
-def _demo():
-    """The demo generator, imported only when a source is left at its demo default."""
-    import benchlake_demo
-
-    return benchlake_demo
-
 
 @dg.observable_source_asset(group_name=GROUP, description=(
     "RYNN_VP_SOURCE: the Rynn-VP snapshot folder (or `hf://` revision) that is read; "
@@ -30,7 +24,7 @@ def _demo():
 def rynn_vp_source(benchlake: BenchlakeSettings) -> dg.ObserveResult:
     s = benchlake.settings()
     if s.uses_demo_rynn_vp():
-        _demo().ensure_rynn_vp_demo(s)
+        demo_generator().ensure_rynn_vp_demo(s)
     source = s.rynn_vp_source_or_demo()
     listing = {} if parse_hub_uri(source) else stat_listing(Path(source))
     version = listing_version({**listing, "\0source": source, "\0media": s.rynn_vp_media})
@@ -44,7 +38,7 @@ def rynn_vp_source(benchlake: BenchlakeSettings) -> dg.ObserveResult:
 def candidates_dir(benchlake: BenchlakeSettings) -> dg.ObserveResult:
     s = benchlake.settings()
     if s.uses_demo_candidates():
-        _demo().ensure_candidates_demo(s)
+        demo_generator().ensure_candidates_demo(s)
     root = s.candidates_root()
     listing = stat_listing(root)
     return dg.ObserveResult(data_version=dg.DataVersion(listing_version(listing)),
@@ -57,7 +51,7 @@ def candidates_dir(benchlake: BenchlakeSettings) -> dg.ObserveResult:
 def judgments_dir(benchlake: BenchlakeSettings) -> dg.ObserveResult:
     s = benchlake.settings()
     if s.uses_demo_judgments():
-        _demo().ensure_judgments_demo(s)
+        demo_generator().ensure_judgments_demo(s)
     listing = drop_folder_listing(s.judgments_root(), s.stat_cache("judgments"))
     return dg.ObserveResult(data_version=dg.DataVersion(listing_version(listing)),
                             metadata={"folder": str(s.judgments_root()), "files": len(listing)})

@@ -15,6 +15,7 @@ import polars as pl
 
 from dagster_project.defs.resources import (
     BenchlakeSettings,
+    demo_generator,
     parts_result,
     raw_key,
     started,
@@ -63,12 +64,6 @@ from dagster_project.video_val.videos import VIDEOS_SCHEMA, probe_row
 GROUP = "video_val"
 
 
-def _demo():
-    """The demo generator, imported only when a source is left at its demo default."""
-    import benchlake_demo
-
-    return benchlake_demo
-
 
 def _write_val_rejects(benchlake: BenchlakeSettings, stage: str, rejects: list[dict]) -> None:
     rows = sorted(rejects, key=lambda r: (r["source_file"] or "", r["row_index"] or -1,
@@ -86,7 +81,7 @@ def _write_val_rejects(benchlake: BenchlakeSettings, stage: str, rejects: list[d
 def video_val_source(benchlake: BenchlakeSettings) -> dg.ObserveResult:
     s = benchlake.settings()
     if s.uses_demo_video_val():
-        _demo().ensure_video_val_demo(s)
+        demo_generator().ensure_video_val_demo(s)
     source = s.video_val_source_or_demo()
     listing = {} if parse_hub_uri(source) else stat_listing(Path(source), "*.parquet")
     version = listing_version({**listing, "\0source": source})
@@ -101,7 +96,7 @@ def video_val_source(benchlake: BenchlakeSettings) -> dg.ObserveResult:
 def responses_dir(benchlake: BenchlakeSettings) -> dg.ObserveResult:
     s = benchlake.settings()
     if s.uses_demo_responses():
-        _demo().ensure_responses_demo(s)
+        demo_generator().ensure_responses_demo(s)
     listing = drop_folder_listing(s.responses_root(), s.stat_cache("responses"))
     return dg.ObserveResult(data_version=dg.DataVersion(listing_version(listing)),
                             metadata={"folder": str(s.responses_root()), "files": len(listing)})
@@ -118,7 +113,7 @@ def vv_source(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     started(context, benchlake)
     s = benchlake.settings()
     if s.uses_demo_video_val():
-        _demo().ensure_video_val_demo(s)
+        demo_generator().ensure_video_val_demo(s)
     src = acquire_val_source(s.video_val_source_or_demo(), s.hub_cache_dir)
     if not src.files:
         raise dg.Failure(f"VIDEO_VAL_SOURCE {src.local_path}: none of "
@@ -284,7 +279,7 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     started(context, benchlake)
     s = benchlake.settings()
     if s.uses_demo_responses():
-        _demo().ensure_responses_demo(s)
+        demo_generator().ensure_responses_demo(s)
     root = s.open_drop_folder("RESPONSES_DIR")
     versions = archive_versions(s.archive_dir / "responses", root,
                                 benchlake.table_path("vv_response_files"), s.home,
