@@ -210,7 +210,7 @@ def definitions(home: Path | str) -> dict[str, str]:
     Parquet when it is queried, so new data needs no new view. (dbt's own `state:modified`
     compares one whole manifest with another; here the state is per relation, since any
     selection builds some of them, and includes the home the views read.)"""
-    manifest = json.loads(_project().DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
+    manifest = _manifest()
     macros, nodes, sources = manifest["macros"], manifest["nodes"], manifest["sources"]
     project = (Path(_project().DBT_PROJECT.project_dir) / "dbt_project.yml").read_bytes()
     base = [hashlib.sha256(project).hexdigest(), _home_text(home),
@@ -260,7 +260,7 @@ def inputs(home: Path | str, current: Mapping[str, str] | None = None) -> dict[s
     its result is never reused."""
     from dagster_project.tables import content_version
 
-    manifest = json.loads(_project().DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
+    manifest = _manifest()
     nodes, sources = manifest["nodes"], manifest["sources"]
     current = definitions(home) if current is None else current
     versions: dict[str, str | None] = {}
@@ -297,6 +297,18 @@ def inputs(home: Path | str, current: Mapping[str, str] | None = None) -> dict[s
         out[uid] = hashlib.sha256(json.dumps([own, [(t, versions[t]) for t in tables]],
                                              sort_keys=True, default=str).encode()).hexdigest()
     return out
+
+
+def _manifest() -> dict[str, Any]:
+    """The dbt manifest, read once per version of the file (`definitions` and `inputs` both
+    walk it on every build; never modified by a caller)."""
+    path = _project().DBT_PROJECT.manifest_path
+    return _manifest_of(str(path), path.stat().st_mtime_ns)
+
+
+@cache
+def _manifest_of(manifest_path: str, mtime_ns: int) -> dict[str, Any]:
+    return json.loads(Path(manifest_path).read_text(encoding="utf-8"))
 
 
 def _quote(path: Path | str) -> str:
