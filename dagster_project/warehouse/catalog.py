@@ -357,6 +357,12 @@ def _nodes_of(manifest_path: str, mtime_ns: int) -> tuple[Node, ...]:
                          for n in kept.values()), key=lambda n: n.name))
 
 
+def unique_ids() -> dict[str, str]:
+    """Every model and seed's dbt unique id (the key of `inputs` and the outcomes), by name."""
+    return {n["name"]: uid for uid, n in _manifest()["nodes"].items()
+            if n["resource_type"] in ("model", "seed")}
+
+
 def _nodes(resource_type: str) -> list[str]:
     return [n.name for n in nodes() if n.resource_type == resource_type]
 

@@ -22,3 +22,26 @@ def test_the_demo_refusals_are_summarized_per_view(demo_warehouse):
     assert lines[0].startswith("refused") and "SELECT * FROM <view>" in lines[0]
     assert all(len(r.first) <= FIRST_REASONS for r in found.values())
     assert summary([]) == []
+
+
+def test_refusals_are_counted_once_per_fingerprint_of_what_the_view_reads(demo_warehouse):
+    from dagster_project.warehouse import catalog
+
+    home = demo_warehouse.home
+    counted = {r.view: r for r in refusals(home)}
+    outcomes = home / "dbt" / "outcomes.json"
+    saved = outcomes.read_text()
+    try:
+        with catalog.workspace(home) as ws:
+            known = ws.outcomes()
+            entry = known["refusals:rvp_judgment_rejects"]
+            assert entry["rows"] == counted["rvp_judgment_rejects"].rows
+            # Same fingerprint: what was recorded is reported, nothing counted again.
+            ws.record_outcomes({"refusals:rvp_judgment_rejects": {**entry, "rows": 999}})
+        assert {r.view: r.rows for r in refusals(home)}["rvp_judgment_rejects"] == 999
+        with catalog.workspace(home) as ws:  # another fingerprint: counted again
+            ws.record_outcomes({"refusals:rvp_judgment_rejects": {**entry, "rows": 999,
+                                                                   "inputs": "other data"}})
+        assert {r.view: r for r in refusals(home)} == counted
+    finally:
+        outcomes.write_text(saved)
