@@ -16,9 +16,11 @@ import polars as pl
 from dagster_project.defs.resources import (
     BenchlakeSettings,
     demo_generator,
+    described_again,
     parts_result,
     raw_key,
     started,
+    step_inputs,
     write_and_describe,
 )
 from dagster_project.dropfolder import (
@@ -30,9 +32,10 @@ from dagster_project.dropfolder import (
     stat_listing,
     versions_of,
 )
+from dagster_project.filecache import Identity
 from dagster_project.hub import parse_hub_uri
 from dagster_project.status import mark_written
-from dagster_project.tables import content_version, rows_to_table, write_table
+from dagster_project.tables import content_version, read_table, rows_to_table, write_table
 from dagster_project.video_val.frame_plan import FRAME_PLAN_SCHEMA, plan_video
 from dagster_project.video_val.frames import FRAMES_VERSION, sync_frames
 from dagster_project.video_val.policies import default_policy
@@ -140,17 +143,26 @@ def vv_questions(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     option letters parsed from the user message, ground truth, extra_info flattened, video
     settings, source file and fingerprint, and the video path remapped per
     VIDEO_VAL_PREFIX_MAP (new columns; the parquets are never modified); every refused file or
-    row, and every noted irregularity, in vv_rejects."""
-    started(context, benchlake)
+    row, and every noted irregularity, in vv_rejects. Not read again while the parquets, the
+    mapping, the roots and what each video path found are as they were."""
     s = benchlake.settings()
     prefix_map = parse_prefix_map(s.video_val_prefix_map_or_demo())
     roots = video_roots(prefix_map, s.video_val_roots)
+    sources = benchlake.read("vv_source").to_pylist()
+    inputs = step_inputs([(src["file_path"], _identity(src["file_path"])) for src in sources],
+                         prefix_map, [str(r) for r in roots])
+    if _videos_as_found(benchlake, roots) and (
+            done := described_again(context, benchlake, inputs, "vv_questions")):
+        yield from done
+        yield _val_rejects_result(context, benchlake)
+        return
+    started(context, benchlake)
     if not roots:
         context.log.warning("no video roots: set VIDEO_VAL_ROOTS or VIDEO_VAL_PREFIX_MAP; no "
                             "val video is opened until then")
     rows, rejects = [], []
     looked_at: dict[str, tuple[bool, bool]] = {}  # a video's (in the roots, exists), once
-    for src in benchlake.read("vv_source").to_pylist():
+    for src in sources:
         result = read_val_parquet(Path(src["file_path"]), src["data_source"])
         rejects.extend(result.rejects)
         for row in result.rows:
@@ -165,19 +177,52 @@ def vv_questions(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
             rows.append(row)
     rows.sort(key=lambda r: (r["data_source"], r["row_index"]))
     _write_val_rejects(benchlake, "vv_questions", rejects)
-    mark_written(s.home, "vv_rejects", context.run.run_id, len(rejects))
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["data_source"]] = counts.get(r["data_source"], 0) + 1
     yield write_and_describe(context, benchlake, "vv_questions",
-                             rows_to_table(rows, QUESTIONS_SCHEMA),
-                             rows_per_source=dg.MetadataValue.json(counts))
-    yield dg.MaterializeResult(
+                             rows_to_table(rows, QUESTIONS_SCHEMA), inputs=inputs,
+                             also=[benchlake.table_path("vv_rejects", "vv_questions")],
+                             rows_per_source=counts)
+    yield _val_rejects_result(context, benchlake)
+
+
+def _identity(path: str) -> tuple | None:
+    try:
+        return tuple(Identity.of(Path(path).stat()))
+    except OSError:
+        return None
+
+
+def _videos_as_found(benchlake: BenchlakeSettings, roots: list) -> bool:
+    """Whether every video path of the last vv_questions is still inside the roots and
+    exists exactly when it did (what its rows say of it)."""
+    if not benchlake.table_path("vv_questions").exists():
+        return False
+    seen = benchlake.read("vv_questions", ["video_path", "video_in_roots", "video_exists"])
+    for path, in_roots, exists in set(zip(*(seen[c].to_pylist() for c in seen.column_names),
+                                          strict=True)):
+        if path is None:
+            continue
+        now_in = inside_roots(path, roots)
+        if now_in != in_roots or (now_in and Path(path).is_file()) != exists:
+            return False
+    return True
+
+
+def _val_rejects_result(context: dg.AssetExecutionContext,
+                        benchlake: BenchlakeSettings) -> dg.MaterializeResult:
+    """vv_rejects as vv_questions left it (the other stages add their parts later)."""
+    home = benchlake.settings().home
+    actions = read_table(benchlake.table_path("vv_rejects", "vv_questions"), home,
+                         ["action"])["action"].to_pylist()
+    mark_written(home, "vv_rejects", context.run.run_id, len(actions))
+    return dg.MaterializeResult(
         asset_key=raw_key("vv_rejects"),
-        data_version=dg.DataVersion(content_version(s.home, "vv_rejects")),
-        metadata={"dagster/row_count": len(rejects),
-                  "rejected": sum(r["action"] != "noted" for r in rejects),
-                  "noted": sum(r["action"] == "noted" for r in rejects)})
+        data_version=dg.DataVersion(content_version(home, "vv_rejects")),
+        metadata={"dagster/row_count": len(actions),
+                  "rejected": sum(a != "noted" for a in actions),
+                  "noted": sum(a == "noted" for a in actions)})
 
 
 @dg.asset(key=raw_key("vv_videos"), group_name=GROUP, kinds={"parquet"},
@@ -185,17 +230,21 @@ def vv_questions(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
 def vv_videos(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """One PyAV probe per distinct (remapped) video inside the video roots, the same probe as
     rvp_media; a missing or unreadable file is a row with `ok = false` and the reason. Paths
-    outside the roots are never opened (`vv_unresolved_videos` lists them)."""
-    started(context, benchlake)
+    outside the roots are never opened (`vv_unresolved_videos` lists them). Not done again
+    while every video file and its count of questions is as it was."""
     counts: dict[str, int] = {}
-    for q in benchlake.read("vv_questions").to_pylist():
+    for q in benchlake.read("vv_questions", ["video_path", "video_in_roots"]).to_pylist():
         if q["video_in_roots"]:
             counts[q["video_path"]] = counts.get(q["video_path"], 0) + 1
+    inputs = step_inputs([(p, n, _identity(p)) for p, n in sorted(counts.items())])
+    if (done := described_again(context, benchlake, inputs, "vv_videos")):
+        return done[0]
+    started(context, benchlake)
     with ThreadPoolExecutor(max_workers=2) as pool:
         cache = benchlake.settings().file_cache
         rows = list(pool.map(lambda p: probe_row(p, counts[p], cache), sorted(counts)))
     return write_and_describe(context, benchlake, "vv_videos", rows_to_table(rows, VIDEOS_SCHEMA),
-                              failed=sum(not r["ok"] for r in rows))
+                              inputs=inputs, failed=sum(not r["ok"] for r in rows))
 
 
 class FramePlanConfig(dg.Config):
@@ -209,6 +258,11 @@ def vv_frame_plan(context: dg.AssetExecutionContext, config: FramePlanConfig,
     """Exactly what qwen-vl-utils 0.0.14 computes for each video under its row's settings:
     nframes, the frame indices, sample_fps and the resized size. Total frames and fps come from
     the probe (demux frame count, average rate); a video that cannot be planned gets a reason."""
+    home = benchlake.settings().home
+    inputs = step_inputs(content_version(home, "vv_videos"), content_version(home, "vv_questions"),
+                         config.patch_size)
+    if (done := described_again(context, benchlake, inputs, "vv_frame_plan")):
+        return done[0]
     started(context, benchlake)
     videos = {v["video_path"]: v for v in benchlake.read("vv_videos").to_pylist()}
     keys = sorted({(q["video_path"], q["fps"], q["max_frames"], q["min_pixels"], q["max_pixels"])
@@ -234,7 +288,7 @@ def vv_frame_plan(context: dg.AssetExecutionContext, config: FramePlanConfig,
                        max_pixels_used=plan.max_pixels_used, error=plan.error)
         rows.append(row)
     return write_and_describe(context, benchlake,
-        "vv_frame_plan", rows_to_table(rows, FRAME_PLAN_SCHEMA),
+        "vv_frame_plan", rows_to_table(rows, FRAME_PLAN_SCHEMA), inputs=inputs,
                               unplannable=sum(r.get("error") is not None for r in rows))
 
 
