@@ -6,8 +6,11 @@ name (`parts.py`), so a part that passed stays passed: each check keeps the name
 passed in `$BENCHLAKE_HOME/cache/checked/<check>.json` and reads only the others. Deleting the
 cache checks every part again. The views over the responses add no row of their own that could
 break these invariants; their SQL is held by the dbt unit tests (`int_vv_later_records`,
-`int_vv_response_status`, ...), and the question-grain tables the scores read carry whole-table
-data tests that are cheap by construction (`stg_vv_question_scores`).
+`int_vv_response_status`, ...). The question grain the scores read (`raw_vv_question_scores`,
+one part per checkpoint) is checked the same way: its keys unique within a part and one
+checkpoint per part make them unique in the table, and the views above it (`int_vv_row_scores`,
+`vv_sample_metrics`) only divide its counts, so they carry no data test that would read every
+question of the campaign on every run.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ QUESTION_INVARIANTS = {
 UNIQUE_ROWS = {"vv_responses": ["source_file", "file_version", "line"],
                "vv_scored_responses": ["source_file", "file_version", "line"],
                "vv_question_scores": ["run_id", "step", "uid"]}
+# A part holds one value of these columns (one checkpoint per question-scores part)
+ONE_PER_PART = {"vv_question_scores": ["run_id", "step"]}
 
 
 @dataclass
@@ -79,11 +84,14 @@ def check_new_parts(home: Path, table: str, check: str, invariants: dict[str, st
     keys = store.all_keys()
     todo = [k for k in keys if k not in passed]
     out = PartCheck(checked=len(todo), already=len(keys) - len(todo))
-    unique = UNIQUE_ROWS.get(table)
+    unique, single = UNIQUE_ROWS.get(table), ONE_PER_PART.get(table)
     counts = ", ".join(f"count(*) FILTER (WHERE {sql})" for sql in invariants.values())
     if unique:
         counts += f", count(*) - count(DISTINCT ({', '.join(unique)}))"
-    names = [*invariants, *([f"({', '.join(unique)}) unique in a part"] if unique else [])]
+    if single:
+        counts += f", greatest(count(DISTINCT ({', '.join(single)})) - 1, 0)"
+    names = [*invariants, *([f"({', '.join(unique)}) unique in a part"] if unique else []),
+             *([f"one ({', '.join(single)}) per part"] if single else [])]
     con = duckdb.connect(config={"threads": 2})
     try:
         for key in todo:

@@ -14,7 +14,11 @@ import pyarrow.parquet as pq
 
 from dagster_project.parts import PartStore
 from dagster_project.runner import materialize
-from dagster_project.video_val.part_checks import SCORED_INVARIANTS, check_new_parts
+from dagster_project.video_val.part_checks import (
+    QUESTION_INVARIANTS,
+    SCORED_INVARIANTS,
+    check_new_parts,
+)
 from dagster_project.video_val.question_scores import question_scores_store
 from dagster_project.video_val.response_parts import scored_store
 from dagster_project.warehouse.catalog import connect
@@ -117,6 +121,29 @@ def test_each_part_is_checked_once_and_a_bad_one_is_named(demo_warehouse, tmp_pa
         "correct is the extracted letter equal to the ground truth": ["zz_bad.0123456789abcdef"]}
     # not passed, so read again next time
     assert check_new_parts(home, "vv_scored_responses", "t", SCORED_INVARIANTS).checked == 1
+
+
+def test_a_question_part_of_two_checkpoints_or_a_repeated_key_is_named(demo_warehouse,
+                                                                      tmp_path):
+    """The question grain's keys are unique in the table because each part is: one checkpoint
+    per part, each question once in it (no data test reads every question)."""
+    settings = copy_home(demo_warehouse, tmp_path / "home")
+    home = settings.home
+    check = "vv_question_parts_valid"
+    assert check_new_parts(home, "vv_question_scores", check, QUESTION_INVARIANTS).passed
+    store = question_scores_store(home)
+    part = pq.read_table(store.path(store.all_keys()[0]))
+    moved = part.set_column(part.schema.get_field_index("step"), "step",
+                            pa.array([10**6] * part.num_rows, pa.int64()))
+    pq.write_table(pa.concat_tables([part, moved.slice(0, 1)]),
+                   store.folder / "zz_two.0123456789abcdef.parquet")
+    pq.write_table(pa.concat_tables([part, part.slice(0, 1)]),
+                   store.folder / "zz_again.0123456789abcdef.parquet")
+    found = check_new_parts(home, "vv_question_scores", check, QUESTION_INVARIANTS)
+    assert found.checked == 2
+    assert found.violations == {"one (run_id, step) per part": ["zz_two.0123456789abcdef"],
+                                "(run_id, step, uid) unique in a part":
+                                    ["zz_again.0123456789abcdef"]}
 
 
 def test_tests_and_previews_are_not_run_again_on_unchanged_inputs(demo_warehouse, tmp_path):

@@ -83,6 +83,7 @@ def vv_scored_parts_valid(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=raw_key("vv_question_scores"))
 def vv_question_parts_valid(benchlake: BenchlakeSettings) -> dg.AssetCheckResult:
-    """Each new checkpoint's question rows: one per question, counts within its samples."""
+    """Each new checkpoint's question rows: one checkpoint per part, one row per question,
+    counts within its samples."""
     return _part_check(benchlake, "vv_question_scores", "vv_question_parts_valid",
                        QUESTION_INVARIANTS)
