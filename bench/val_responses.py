@@ -114,13 +114,15 @@ def main() -> None:
     size = sum(Path(f[2]).stat().st_size for f in files)
     print(f"{len(files)} files, {size / 1e9:.2f} GB", flush=True)
 
-    start = time.perf_counter()
+    def children_cpu() -> float:  # of the reaped child processes
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    start, cpu = time.perf_counter(), children_cpu()
     read = subprocess.run([sys.executable, "-c", READ_JSONL, *(f[2] for f in files)],
                           capture_output=True, text=True, check=True)
-    reference = time.perf_counter() - start
+    reference, reference_cpu = time.perf_counter() - start, children_cpu() - cpu
     n = int(read.stdout.strip().strip("()").split(",")[0])
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    reference_cpu = usage.ru_utime + usage.ru_stime
     sides = {}
     if args.before:
         tree = work / "before"
