@@ -209,8 +209,8 @@ def per_row_loop(df: pl.DataFrame) -> pl.DataFrame:
         pl.Series("extracted", cols[0], dtype=pl.String),
         pl.Series("extraction_method", cols[1], dtype=pl.String),
         pl.Series("correct", cols[2], dtype=pl.Boolean),
-        pl.Series("format_ok", cols[3], dtype=pl.Boolean),
-        pl.Series("composite", cols[4], dtype=pl.Float64),
+        pl.Series("format_card", cols[3], dtype=pl.Boolean),
+        pl.Series("format_exact", cols[4], dtype=pl.Boolean),
     )
 
 
@@ -251,11 +251,11 @@ def main() -> int:
         print("MISMATCH, first differing rows:")
         print(diff.filter(
             pl.any_horizontal(pl.col(c).ne_missing(pl.col(f"{c}_loop")) for c in
-                              ("extracted", "extraction_method", "correct", "format_ok",
-                               "composite"))).head(5))
+                              ("extracted", "extraction_method", "correct", "format_card",
+                               "format_exact"))).head(5))
     print(fast.group_by("extraction_method").len().sort("extraction_method"))
-    print(f"accuracy {fast['correct'].mean():.4f}  format {fast['format_ok'].mean():.4f}  "
-          f"composite {fast['composite'].mean():.4f}")
+    print(f"accuracy {fast['correct'].mean():.4f}  format card "
+          f"{fast['format_card'].mean():.4f}  exact {fast['format_exact'].mean():.4f}")
     ratio = t_loop / t_fast
     print(f"\nper-row loop  {t_loop:8.2f} s")
     print(f"score_frame   {t_fast:8.2f} s   (median of {', '.join(f'{r:.2f}' for r in runs)})")

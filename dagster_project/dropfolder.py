@@ -262,25 +262,74 @@ def _jsonl(path: Path, limit: int) -> Iterator[Record]:
                         break
                     size += len(chunk)
                 found = True
-                yield Record(line_no, head.decode("utf-8", "replace"),
-                             problem=_too_big(size, limit))
+                yield _long_line(line_no, head, size, limit)
                 continue
-            body = chunk.removesuffix(b"\n").removesuffix(b"\r")
-            if not body.strip(b" \t\r"):
-                continue
-            found = True
-            try:
-                text = body.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield Record(line_no, body.decode("utf-8", "backslashreplace"),
-                             problem=f"not UTF-8: {exc}")
-                continue
-            if len(body) > limit:
-                yield Record(line_no, text[:limit], problem=_too_big(len(body), limit))
-                continue
-            yield _decode(text, line_no)
+            rec = jsonl_record(chunk.removesuffix(b"\n"), line_no, limit)
+            if rec is not None:
+                found = True
+                yield rec
     if not found:
-        yield Record(None, None, problem="file holds no records (no non-blank line)")
+        yield Record(None, None, problem=NO_RECORDS)
+
+
+NO_RECORDS = "file holds no records (no non-blank line)"
+
+
+def _long_line(line: int, head: bytes, size: int, limit: int) -> Record:
+    """A line of `size` bytes (its "\n" included) of which only `head` was read."""
+    return Record(line, head.decode("utf-8", "replace"), problem=_too_big(size, limit))
+
+
+def jsonl_record(line: bytes, line_no: int, limit: int) -> Record | None:
+    """The record (or problem) of one line of a .jsonl file shorter than `limit` + 2 bytes,
+    given without its "\n"; None for a blank line."""
+    body = line.removesuffix(b"\r")
+    if not body.strip(b" \t\r"):
+        return None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Record(line_no, body.decode("utf-8", "backslashreplace"),
+                      problem=f"not UTF-8: {exc}")
+    if len(body) > limit:
+        return Record(line_no, text[:limit], problem=_too_big(len(body), limit))
+    return _decode(text, line_no)
+
+
+def jsonl_blocks(path: Path, limit: int, block_bytes: int = 16 * _CHUNK
+                 ) -> Iterator[tuple[int, list[bytes | Record]]]:
+    """The lines of a .jsonl file as `read_records` reads them, for a reader that takes a block
+    of lines at once: (the number of the block's first line, its lines), each line its bytes
+    without the "\n" (`jsonl_record` makes it the record `read_records` yields), or, when it is
+    `limit` + 2 bytes or more, its problem, read in pieces. Memory: about two blocks."""
+    with path.open("rb") as fh:
+        if fh.read(len(_BOM)) != _BOM:  # a BOM is an editor artefact, not part of the data
+            fh.seek(0)
+        line_no, rest = 1, b""
+        while True:
+            block = fh.read(block_bytes)
+            lines: list[bytes | Record] = (rest + block).split(b"\n")
+            # What follows the last "\n": the start of a line, or at the end of the file the
+            # last line (no "\n" to count in its size), if any.
+            rest = lines.pop() if block or not lines[-1] else b""
+            for i, line in enumerate(lines):
+                if len(line) >= limit + 2:
+                    newline = 1 if block or i < len(lines) - 1 else 0
+                    lines[i] = _long_line(line_no + i, line[:limit], len(line) + newline, limit)
+            if len(rest) >= limit + 2:  # over the limit already: skip to its end
+                head, size, rest = rest[:limit], len(rest), b""
+                while block := fh.read(block_bytes):
+                    end = block.find(b"\n")
+                    if end >= 0:
+                        size, rest = size + end + 1, block[end + 1:]
+                        break
+                    size += len(block)
+                lines.append(_long_line(line_no + len(lines), head, size, limit))
+            if lines:
+                yield line_no, lines
+                line_no += len(lines)
+            if not block and not rest:
+                return
 
 
 class _Text:

@@ -243,7 +243,7 @@ def score_frame(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _score_slice(frame: pl.DataFrame) -> pl.DataFrame:
-    primary, fallback, fmt = _score_columns(frame)
+    primary, fallback, fmt, n_lt = _score_columns(frame)
     extracted = primary.fill_null(fallback)
     correct = (extracted == frame["g"]).fill_null(False)
     return pl.DataFrame({
@@ -253,7 +253,7 @@ def _score_slice(frame: pl.DataFrame) -> pl.DataFrame:
             .when(fallback.is_not_null()).then(pl.lit("fallback"))
             .otherwise(pl.lit("none"))).to_series(),
         "correct": correct,
-        "format_card": _format_card_column(frame["r"]),
+        "format_card": _format_card_column(frame["r"], fmt, n_lt),
         "format_exact": fmt,
     })
 
@@ -264,14 +264,21 @@ def _score_slice(frame: pl.DataFrame) -> pl.DataFrame:
 _CARD = r"(?s)<think>(.*?)</think>.*?<answer>.*?</answer>"
 
 
-def _format_card_column(text: pl.Series) -> pl.Series:
-    think = text.str.extract(_CARD, 1)
+def _format_card_column(text: pl.Series, exact: pl.Series, n_lt: pl.Series) -> pl.Series:
+    """Rule `card` per row. A response that passes `exact` passes `card` (the same four tags
+    in that order, the same think block), and one with fewer than four "<" lacks a tag: only
+    the others take the lazy pattern, which is slow over a kilobyte of thinking."""
+    todo = (~exact & (n_lt >= 4)).arg_true()
+    think = text.gather(todo).str.extract(_CARD, 1)
     nonspace = think.str.replace_all(WS_CLASS, "").str.len_chars()
-    return (nonspace >= MIN_THINK_CHARS).fill_null(False).rename("format_card")
+    return _set(exact.clone(), todo, (nonspace >= MIN_THINK_CHARS).fill_null(False)
+                ).rename("format_card")  # scatter writes in place: `exact` is also a result
 
 
-def _score_columns(frame: pl.DataFrame) -> tuple[pl.Series, pl.Series, pl.Series]:
-    """(primary letter, fallback letter, format_exact) for frame (r, L), in row order."""
+def _score_columns(frame: pl.DataFrame
+                   ) -> tuple[pl.Series, pl.Series, pl.Series, pl.Series]:
+    """(primary letter, fallback letter, format_exact, number of "<") for frame (r, L), in row
+    order."""
     r = pl.col("r")
     # Three scans of every row, in one parallel query. `after` is the text from the first
     # </think> on, cut at its byte offset (no capture group, which costs a scan). In a
@@ -354,7 +361,7 @@ def _score_columns(frame: pl.DataFrame) -> tuple[pl.Series, pl.Series, pl.Series
     slow = after_close.is_null()
     remainder = _set(after_close, slow.arg_true(), _after_first_think(python_text.filter(slow)))
     fallback = _set(fallback, python, _memo(fallback_letter, remainder, letters.gather(python)))
-    return primary, fallback, fmt
+    return primary, fallback, fmt, n_lt
 
 
 # Python's \s is str.isspace (checked in the tests).
