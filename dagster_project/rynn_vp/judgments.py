@@ -178,9 +178,9 @@ class _Ingest:
         self.seq = 0  # the item being taken, in file order
         # What decides later records, compactly: record digest + kind -> where first seen;
         # identity digest -> (where, digest of the record with defaults applied).
-        self.seen: dict[str, int] = {}
-        self.judgments: dict[str, tuple[int, str]] = {}
-        self.gts: dict[str, int] = {}
+        self.seen: dict[bytes, int] = {}
+        self.judgments: dict[bytes, tuple[int, bytes]] = {}
+        self.gts: dict[bytes, int] = {}
         self.groups: dict[tuple[str, str, str], _Group] = {}
         self.current: dict[str, set[str]] = defaultdict(set)  # case -> runs of current GTs
 
@@ -221,7 +221,7 @@ class _Ingest:
                 continue
             where = (self.index[sf] << _LINE_BITS) | line
             is_gt = sf.source_file.startswith(GT_PREFIX)
-            key = cols["sha"][i] + ("g" if is_gt else "j")
+            key = bytes.fromhex(cols["sha"][i]) + (b"g" if is_gt else b"j")
             first = self.seen.get(key)
             if first is not None:
                 self.duplicate(batch, i, sf, first, "same content")
@@ -231,7 +231,7 @@ class _Ingest:
             if not cols["is_object"][i]:
                 self.reject(batch, i, sf, reasons)
                 continue
-            ident = cols["ident"][i]
+            ident = cols["ident"][i] and bytes.fromhex(cols["ident"][i])
             if is_gt:
                 first = self.gts.get(ident) if ident is not None else None
                 if first is not None:
@@ -245,7 +245,7 @@ class _Ingest:
                     self.current[gt_keys["case_id"][i]].add(gt_keys["judge_run_id"][i])
                 accepted[i] = True
                 continue
-            same_as = cols["same_as"][i]
+            same_as = cols["same_as"][i] and bytes.fromhex(cols["same_as"][i])
             known = self.judgments.get(ident) if ident is not None else None
             if known is not None:
                 if not reasons and known[1] == same_as:
