@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dagster_project.parts import PartStore, digest
 from dagster_project.rynn_vp.ingest import refused_cases
@@ -69,6 +69,15 @@ def _row_type(schema: pa.Schema) -> pa.StructType:
     return pa.struct([f for f in schema if f.name != "is_final"])
 
 
+# The rows a record makes if it is accepted, by part column (a JSON object or list in the
+# part: a few text columns keep a part of one record cheap to write; DuckDB makes them typed
+# columns again when the part is read, `read_parts`).
+ROW_COLUMNS = {
+    "judgment": _row_type(JUDGMENTS_SCHEMA),
+    "hallucinations": pa.list_(_row_type(HALLUCINATIONS_SCHEMA)),
+    "stages": pa.list_(_row_type(STAGES_SCHEMA)),
+    "gt": _row_type(GT_COMPILATIONS_SCHEMA),
+}
 # A part: per record its place, raw text, digest and reasons, the keys the replay decides on
 # (`ident`: digest of its identity, None if not well typed; `same_as`: digest of the record
 # with defaults applied; `lists_gt`: its stages list a gt_compilation), and the rows it makes
@@ -77,11 +86,26 @@ PART_SCHEMA = pa.schema([
     ("line", pa.int64()), ("raw", pa.string()), ("problem", pa.string()),
     ("sha", pa.string()), ("reasons", pa.list_(pa.string())), ("is_object", pa.bool_()),
     ("ident", pa.string()), ("same_as", pa.string()), ("lists_gt", pa.bool_()),
-    ("judgment", _row_type(JUDGMENTS_SCHEMA)),
-    ("hallucinations", pa.list_(_row_type(HALLUCINATIONS_SCHEMA))),
-    ("stages", pa.list_(_row_type(STAGES_SCHEMA))),
-    ("gt", _row_type(GT_COMPILATIONS_SCHEMA)),
+    *((name, pa.string()) for name in ROW_COLUMNS),
 ])
+# ... as `read_parts` gives it: `idx` (see there), the rows typed
+READ_SCHEMA = pa.schema([("idx", pa.int64()), *(
+    pa.field(f.name, ROW_COLUMNS.get(f.name, f.type)) for f in PART_SCHEMA)])
+
+
+def _structure(t: pa.DataType) -> Any:
+    """DuckDB's `from_json` structure of Arrow type `t`."""
+    if pa.types.is_struct(t):
+        return {f.name: _structure(f.type) for f in t}
+    if pa.types.is_list(t):
+        return [_structure(t.value_type)]
+    return {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+            pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}[t]
+
+
+_SELECT = ", ".join(
+    f"from_json(p.{f.name}, '{orjson.dumps(_structure(ROW_COLUMNS[f.name])).decode()}') "
+    f"AS {f.name}" if f.name in ROW_COLUMNS else f"p.{f.name}" for f in PART_SCHEMA)
 
 
 def context_fingerprint(ctx: EvalContext) -> str:
@@ -129,7 +153,7 @@ def check(rec: _Record, ctx: EvalContext, owner_of: Callable[[str], str | None]
         if all(isinstance(v, str) for v in identity):
             row["ident"] = _sha(canonical_json(identity))
         if not reasons:
-            row["gt"] = gt_row(rec, row["sha"], ctx)
+            row["gt"] = _json(gt_row(rec, row["sha"], ctx))
     else:
         reasons = judgment_reasons(obj, ctx, owner_of)
         identity = (obj.get("system"), obj.get("case_id"), obj.get("judge_run_id"),
@@ -140,11 +164,15 @@ def check(rec: _Record, ctx: EvalContext, owner_of: Callable[[str], str | None]
             row["same_as"] = _sha(_without_default_kind(obj, value))
             row["lists_gt"] = any(s.get("stage") == "gt_compilation"
                                   for s in obj.get("stages") or ())
-            row["judgment"] = judgment_row(rec, row["sha"], ctx)
-            row["hallucinations"] = _hallucination_rows(obj, ctx)
-            row["stages"] = _stage_rows(obj)
+            row["judgment"] = _json(judgment_row(rec, row["sha"], ctx))
+            row["hallucinations"] = _json(_hallucination_rows(obj, ctx))
+            row["stages"] = _json(_stage_rows(obj))
     row["reasons"] = reasons
     return row
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()
 
 
 def _without_default_kind(obj: dict[str, Any], value: str) -> str:
@@ -180,14 +208,16 @@ def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key
 
 def read_parts(pairs: Sequence[tuple[SourceFile, Path]]
                ) -> Iterator[tuple[pa.RecordBatch, list[SourceFile]]]:
-    """The rows of every (file version, part), in the given order, `BATCH_ROWS` at a time:
-    each batch with its column `idx`, the position of each row's file version in the list
-    given with it. Small parts are read up to `READ_CHUNK` at a time by one DuckDB query
-    each: thousands of one-record files (a judge harness writing a file per judgment) cost a
-    few milliseconds each opened one by one, a fraction of that this way. A part of more than
-    `BATCH_ROWS` rows (a large file) is read alone, row group by row group: sorting it in one
-    query would hold it whole."""
-    con = duckdb.connect(":memory:", config={"python_enable_replacements": False})
+    """The rows of every (file version, part), in the given order, `BATCH_ROWS` at a time
+    (`READ_SCHEMA`: each batch with its column `idx`, the position of each row's file version
+    in the list given with it). Small parts are read up to `READ_CHUNK` at a time by one DuckDB
+    query each: thousands of one-record files (a judge harness writing a file per judgment)
+    cost a few milliseconds each opened one by one, a fraction of that this way. A part of more
+    than `BATCH_ROWS` rows (a large file) is read alone, streamed in file order: sorting it in
+    one query would hold it whole."""
+    # one thread: a large part streams in file order, a row group at a time
+    con = duckdb.connect(":memory:", config={"python_enable_replacements": False,
+                                              "preserve_insertion_order": True, "threads": 1})
     try:
         sizes = dict(con.sql("SELECT file_name, num_rows FROM parquet_file_metadata(?)",
                              params=[[str(p) for _, p in pairs]]).fetchall()) if pairs else {}
@@ -200,9 +230,10 @@ def read_parts(pairs: Sequence[tuple[SourceFile, Path]]
             yield from _read_chunk(con, chunk)
             chunk = []
             if pair is not None and sizes[str(pair[1])] > BATCH_ROWS:
-                for batch in pq.ParquetFile(pair[1]).iter_batches(BATCH_ROWS):
-                    idx = pa.array([0] * batch.num_rows, pa.int64())
-                    yield batch.add_column(0, "idx", idx), [pair[0]]
+                reader = con.sql(f"SELECT 0 AS idx, {_SELECT} FROM read_parquet(?) AS p",
+                                 params=[str(pair[1])]).to_arrow_reader(BATCH_ROWS)
+                for batch in reader:
+                    yield batch.cast(READ_SCHEMA), [pair[0]]
     finally:
         con.close()
 
@@ -215,14 +246,12 @@ def _read_chunk(con: duckdb.DuckDBPyConnection, chunk: Sequence[tuple[SourceFile
     order = pa.table({"filename": [str(p) for _, p in chunk], "idx": list(range(len(chunk)))})
     con.register("part_order", order)
     reader = con.sql(
-        "SELECT o.idx, p.* EXCLUDE (filename, file_row_number) FROM read_parquet(?, "
-        "filename = true, file_row_number = true) AS p JOIN part_order AS o "
-        "USING (filename) ORDER BY o.idx, p.file_row_number",
+        f"SELECT o.idx, {_SELECT} FROM read_parquet(?, filename = true, file_row_number = true)"
+        " AS p JOIN part_order AS o USING (filename) ORDER BY o.idx, p.file_row_number",
         params=[[str(p) for _, p in chunk]]).to_arrow_reader(BATCH_ROWS)
     files = [sf for sf, _ in chunk]
-    schema = pa.schema([pa.field("idx", pa.int64()), *PART_SCHEMA])
     for batch in reader:
-        yield batch.cast(schema), files
+        yield batch.cast(READ_SCHEMA), files
     con.unregister("part_order")
 
 
