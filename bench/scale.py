@@ -18,9 +18,10 @@ val       A questions table of the published size (5,645 rows), then `runs × ch
           process; then one more checkpoint file (materialize, then vv_best_checkpoints again);
           then `export`. Reference: DuckDB reading the same JSONL files (count and total length
           of the responses, 2 threads).
-judgments `--judgments` judgment records (the demo's, repeated over judge runs) in files of 1, 100
-          and 10,000 records: `materialize --select group:rynn_vp` with them (the videos already
-          done), then with one more file.
+judgments `--judgments` judgment records (the demo's, repeated over 10 judge runs per demo run,
+          then as further attempts) in files of 1, 100 and 10,000 records: `materialize
+          --select group:rynn_vp` with them (the videos already done), then with one more file
+          of 10,000; each also with the judgment step's own time and rate.
 rynn_vp   `--cases` cases cloned from the demo's, with their candidates (`--full-size`: GT videos
           of 20-122 s at 640×360, remuxed from a few short encoded clips without re-encoding):
           `materialize --select group:rynn_vp` first, again with nothing changed, again with one
@@ -288,18 +289,33 @@ def bench_val(args: argparse.Namespace, work: Path, table: Table) -> None:
 
 # --- judgments ---------------------------------------------------------------------------------
 
+JUDGE_RUNS = 10  # copies of each demo judge run; the rest of the records are more attempts
+
+
+def _copy(rec: dict, run: str, offset: int) -> dict:
+    """A demo record in judge run `run`, its attempt numbers (and its stages') `offset` on."""
+    stages = [{**st, "attempt": st["attempt"] + offset} for st in rec.get("stages", ())]
+    return {**rec, "judge_run_id": run, "attempt": rec["attempt"] + offset,
+            **({"stages": stages} if "stages" in rec else {})}
+
+
 def _write_judgments(demo_judgments: Path, dest: Path, target: int, tag: str = "") -> int:
-    """The demo's records repeated over judge runs `<run>-<k>` until `target` records, in files
-    of 10,000, 100 and 1 records (.jsonl, .jsonl, .json); GT compilations repeated alike."""
+    """The demo's records repeated until `target` records, in files of 10,000, 100 and 1
+    records (.jsonl, .jsonl, .json): over `JUDGE_RUNS` judge runs `<run>-<tag><k>` per demo
+    run, then as further attempts in them (as many judge runs as a campaign has: the pair
+    marts grow with their square); GT compilations repeated per judge run."""
     records = [json.loads(line) for f in sorted(demo_judgments.glob("*.jsonl"))
                for line in f.read_text().splitlines() if line.strip()]
     gts = [(f.name, json.loads(f.read_text())) for f in sorted(
         (demo_judgments / "gt_compilations").glob("*.json"))]
     copies = -(-target // len(records))
+    stride = 1 + max(max([r["attempt"], *(st["attempt"] for st in r.get("stages", ()))])
+                     for r in records)
     out = []
     for k in range(copies):
         for r in records:
-            out.append({**r, "judge_run_id": f"{r['judge_run_id']}-{tag}{k}"})
+            out.append(_copy(r, f"{r['judge_run_id']}-{tag}{k % JUDGE_RUNS}",
+                             k // JUDGE_RUNS * stride))
     out = out[:target]
     gt_dir = dest / "gt_compilations"
     gt_dir.mkdir(parents=True, exist_ok=True)
@@ -321,6 +337,19 @@ def _write_judgments(demo_judgments: Path, dest: Path, target: int, tag: str = "
         (dest / f"big-{i // 10000}.jsonl").write_text(
             "\n".join(json.dumps(r) for r in rest[i:i + 10000]) + "\n")
     return len(out)
+
+
+def _step_rate(run: Run, home: Path, records: int) -> str:
+    """The judgment step's own time and rate in a `benchlake materialize` (its views and
+    checks aside)."""
+    import dagster as dg
+
+    run_id = re.search(r"; run ([0-9a-f-]{36});", run.stderr).group(1)
+    with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+        step = next(s for s in instance.get_run_step_stats(run_id)
+                    if s.step_key == "rvp_judgment_records")
+    seconds = step.end_time - step.start_time
+    return f"step rvp_judgment_records {seconds:.1f} s, {records / seconds:,.0f} rec/s"
 
 
 def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
@@ -345,7 +374,8 @@ def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
     run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
     table.add(f"judgments from scratch, {args.judgments:,} records", run,
               rate=f"{args.judgments / run.wall:,.0f} rec/s",
-              notes="materialize --select group:rynn_vp (videos already done)")
+              notes="materialize --select group:rynn_vp (videos already done); "
+                    + _step_rate(run, home, args.judgments))
     print(profile(run, home, started), flush=True)
     late = work / "late"
     shutil.rmtree(late, ignore_errors=True)
@@ -359,7 +389,8 @@ def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
         started = time.time()
         run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
         table.add("judgments +1 file, 10,000 records", run,
-                  rate=f"{10000 / run.wall:,.0f} rec/s", notes="materialize --select group:rynn_vp")
+                  rate=f"{10000 / run.wall:,.0f} rec/s",
+                  notes="materialize --select group:rynn_vp; " + _step_rate(run, home, 10000))
         print(profile(run, home, started), flush=True)
     finally:
         for _, dest in added:

@@ -2,12 +2,15 @@
 
 A file version of JUDGMENTS_DIR is read (strict JSON, streamed) and each of its records checked
 against the context (`judgment_records.judgment_reasons` / `gt_reasons`) once, into a part
-(`parts.PartStore`): per record its line, raw text, the value (canonical JSON), its digest, the
-reasons it cannot be accepted, and what tells a repeat from a rewrite. `judgments.ingest` then
-replays the parts in file order for what depends on more than one record (repeats, conflicts,
-the final attempt): no file is parsed or validated again. A part is keyed by the version, a
-fingerprint of the context (systems, cases, candidates, evidence ids, GT fingerprints) and
-`CHECKS_VERSION`, so new candidates or evidence check every record again.
+(`parts.PartStore`): per record its line, raw text, digest, the reasons it cannot be accepted,
+the keys that tell a repeat from a rewrite and group the attempts, and the rows it makes if it
+is accepted (judgment, hallucinations, stages, GT compilation: Arrow structs and lists).
+`judgments.write_tables` then replays the parts in file order for what depends on more than one
+record (repeats, conflicts, the final attempt), deciding on the keys alone and taking the rows
+of the accepted records as they are: no file is parsed, validated or made into rows again. A
+part is keyed by the version, a fingerprint of the context (systems, cases, candidates,
+evidence ids, GT fingerprints) and `CHECKS_VERSION`, so new candidates or evidence check every
+record again.
 
 The parts live under `$BENCHLAKE_HOME/cache/judgment_parts/`, not under `tables/`: no view reads
 them (the judgment tables are what `ingest` makes of them), they only save reading and checking
@@ -17,54 +20,92 @@ again, so deleting them costs exactly that.
 from __future__ import annotations
 
 import hashlib
-import json
-import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dagster_project.parts import PartStore, digest
 from dagster_project.rynn_vp.ingest import refused_cases
 from dagster_project.rynn_vp.judgment_records import (
+    METRIC_COLUMNS,
     CandidateInfo,
     CaseInfo,
     EvalContext,
     SourceFile,
+    _kind,
     _read,
     _Record,
     canonical_json,
     gt_reasons,
     judgment_reasons,
 )
-from dagster_project.tables import connect_raw
+from dagster_project.tables import connect_raw, raw_schema
 
-# Bump when a rule of judgment_records changes: every part is checked again.
-CHECKS_VERSION = "1"
+# Bump when a rule of judgment_records or a row changes: every part is checked again.
+CHECKS_VERSION = "2"
 GT_PREFIX = "gt_compilations/"
 BATCH_ROWS = 2_000
 READ_CHUNK = 2_000  # parts per query of read_parts (what one sorted result holds)
 
+STAGES = ("gt_compilation", "observer", "vr_vq_judge", "hallucination_auditor", "pi_judge",
+          "critic")
+STAGE_NO = {name: no for no, name in enumerate(STAGES, start=1)}
+CANDIDATE_STAGES = STAGES[1:]
+
+# The tables `judgments.write_tables` fills (raw_<name>), with their schemas
+JUDGMENTS_SCHEMA = raw_schema("rvp_judgments")
+HALLUCINATIONS_SCHEMA = raw_schema("rvp_hallucinations")
+JUDGMENT_REJECTS_SCHEMA = raw_schema("rvp_judgment_rejects")
+GT_COMPILATIONS_SCHEMA = raw_schema("rvp_gt_compilations")
+STAGES_SCHEMA = raw_schema("rvp_stages")
+
+
+def _row_type(schema: pa.Schema) -> pa.StructType:
+    # is_final is known once every record is read (`judgments`), not in a part
+    return pa.struct([f for f in schema if f.name != "is_final"])
+
+
+# The rows a record makes if it is accepted, by part column (a JSON object or list in the
+# part: a few text columns keep a part of one record cheap to write; DuckDB makes them typed
+# columns again when the part is read, `read_parts`).
+ROW_COLUMNS = {
+    "judgment": _row_type(JUDGMENTS_SCHEMA),
+    "hallucinations": pa.list_(_row_type(HALLUCINATIONS_SCHEMA)),
+    "stages": pa.list_(_row_type(STAGES_SCHEMA)),
+    "gt": _row_type(GT_COMPILATIONS_SCHEMA),
+}
+# A part: per record its place, raw text, digest and reasons, the keys the replay decides on
+# (`ident`: digest of its identity, None if not well typed; `same_as`: digest of the record
+# with defaults applied; `lists_gt`: its stages list a gt_compilation), and the rows it makes
+# if it is accepted (None when it has a reason: it never is).
 PART_SCHEMA = pa.schema([
     ("line", pa.int64()), ("raw", pa.string()), ("problem", pa.string()),
-    ("value", pa.string()), ("sha", pa.string()), ("reasons", pa.list_(pa.string())),
-    ("same_as", pa.string()),
+    ("sha", pa.string()), ("reasons", pa.list_(pa.string())), ("is_object", pa.bool_()),
+    ("ident", pa.string()), ("same_as", pa.string()), ("lists_gt", pa.bool_()),
+    *((name, pa.string()) for name in ROW_COLUMNS),
 ])
+# ... as `read_parts` gives it: `idx` (see there), the rows typed
+READ_SCHEMA = pa.schema([("idx", pa.int64()), *(
+    pa.field(f.name, ROW_COLUMNS.get(f.name, f.type)) for f in PART_SCHEMA)])
 
 
-@dataclass(frozen=True)
-class Checked:
-    """What the checks said about one record, without the context."""
+def _structure(t: pa.DataType) -> Any:
+    """DuckDB's `from_json` structure of Arrow type `t`."""
+    if pa.types.is_struct(t):
+        return {f.name: _structure(f.type) for f in t}
+    if pa.types.is_list(t):
+        return [_structure(t.value_type)]
+    return {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+            pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}[t]
 
-    sha: str
-    reasons: tuple[str, ...]
-    same_as: str | None
-    value: str  # the record as canonical JSON (what `sha` is the digest of)
+
+_SELECT = ", ".join(
+    f"from_json(p.{f.name}, '{orjson.dumps(_structure(ROW_COLUMNS[f.name])).decode()}') "
+    f"AS {f.name}" if f.name in ROW_COLUMNS else f"p.{f.name}" for f in PART_SCHEMA)
 
 
 def context_fingerprint(ctx: EvalContext) -> str:
@@ -90,18 +131,60 @@ def part_key(store: PartStore, sf: SourceFile, ctx_fingerprint: str) -> str:
                      ctx_fingerprint)
 
 
-def check(rec: _Record, ctx: EvalContext, owner_of) -> Checked:
-    """The context-dependent checks of one record (as `judgments._Ingest.take` would do them)."""
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def check(rec: _Record, ctx: EvalContext, owner_of: Callable[[str], str | None]
+          ) -> dict[str, Any]:
+    """The part row of one record: its checks against the context, its keys, its rows."""
     obj = rec.obj
+    is_gt = rec.source.source_file.startswith(GT_PREFIX)
     value = canonical_json(obj)
-    sha = hashlib.sha256(value.encode()).hexdigest()
+    row: dict[str, Any] = {"line": rec.line, "raw": rec.raw, "sha": _sha(value),
+                           "is_object": isinstance(obj, dict)}
     if not isinstance(obj, dict):
-        return Checked(sha, (), None, value)
-    if rec.source.source_file.startswith(GT_PREFIX):
-        return Checked(sha, tuple(gt_reasons(obj, ctx)), value, value)
-    same_as = value if "attempt_kind" in obj else canonical_json({"attempt_kind": "initial",
-                                                                   **obj})
-    return Checked(sha, tuple(judgment_reasons(obj, ctx, owner_of)), same_as, value)
+        kind = "GT compilation record" if is_gt else "judgment record"
+        row["reasons"] = [f"a {kind} must be a JSON object, not {_kind(obj)}"]
+        return row
+    if is_gt:
+        reasons = gt_reasons(obj, ctx)
+        identity = (obj.get("case_id"), obj.get("fingerprint"), obj.get("judge_run_id"))
+        if all(isinstance(v, str) for v in identity):
+            row["ident"] = _sha(canonical_json(identity))
+        if not reasons:
+            row["gt"] = _json(gt_row(rec, row["sha"], ctx))
+    else:
+        reasons = judgment_reasons(obj, ctx, owner_of)
+        identity = (obj.get("system"), obj.get("case_id"), obj.get("judge_run_id"),
+                    obj.get("attempt"))
+        if all(isinstance(v, str | int) and not isinstance(v, bool) for v in identity):
+            row["ident"] = _sha(canonical_json(identity))
+        if not reasons:
+            row["same_as"] = _sha(_without_default_kind(obj, value))
+            row["lists_gt"] = any(s.get("stage") == "gt_compilation"
+                                  for s in obj.get("stages") or ())
+            row["judgment"] = _json(judgment_row(rec, row["sha"], ctx))
+            row["hallucinations"] = _json(_hallucination_rows(obj, ctx))
+            row["stages"] = _json(_stage_rows(obj))
+    row["reasons"] = reasons
+    return row
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _without_default_kind(obj: dict[str, Any], value: str) -> str:
+    """The canonical JSON of an accepted judgment without `"attempt_kind": "initial"` (the
+    default, written out or not: one and the same record). Its sorted keys start with
+    `attempt`, `attempt_kind`: cut from `value`, not written again, when they do."""
+    if obj.get("attempt_kind") != "initial":
+        return value
+    head = f'{{"attempt":{obj["attempt"]},"attempt_kind":"initial",'
+    if value.startswith(head):
+        return f'{{"attempt":{obj["attempt"]},' + value[len(head):]
+    return canonical_json({k: v for k, v in obj.items() if k != "attempt_kind"})
 
 
 def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key: str) -> int:
@@ -111,10 +194,7 @@ def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key
         rows: list[dict] = []
         for item in _read(sf):
             if isinstance(item, _Record):
-                c = check(item, ctx, owner_of)
-                rows.append({"line": item.line, "raw": item.raw, "problem": None,
-                             "value": c.value, "sha": c.sha,
-                             "reasons": list(c.reasons), "same_as": c.same_as})
+                rows.append(check(item, ctx, owner_of))
             else:
                 rows.append({"line": item["line"], "raw": item["raw"],
                              "problem": item["reason"]})
@@ -126,34 +206,18 @@ def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key
     return n
 
 
-def _item(sf: SourceFile, row: dict) -> tuple[_Record, Checked] | dict:
-    if row["problem"] is not None:
-        return {"source_file": sf.source_file, "file_version": sf.version,
-                "line": row["line"], "reason": row["problem"], "raw": row["raw"]}
-    value = row["value"]
-    return (_Record(sf, row["line"], row["raw"] or "", _loads(value)),
-            Checked(row["sha"], tuple(row["reasons"]), row["same_as"], value))
-
-
-_LONG_INTEGER = re.compile(r"[0-9]{19}")
-
-
-def _loads(value: str) -> Any:
-    """A part's canonical JSON read back: by orjson, unless it may hold an integer over 64 bits
-    (orjson would make it a float)."""
-    return json.loads(value) if _LONG_INTEGER.search(value) else orjson.loads(value)
-
-
 def read_parts(pairs: Sequence[tuple[SourceFile, Path]]
-               ) -> Iterator[tuple[_Record, Checked] | dict]:
-    """The records of every (file version, part), in the given order, as `_read` would give
-    them, each with its checks (a refused one as its reject row), `BATCH_ROWS` rows in memory
-    at a time. Small parts are read up to `READ_CHUNK` at a time by one DuckDB query each:
-    thousands of one-record files (a judge harness writing a file per judgment) cost a few
-    milliseconds each opened one by one, a fraction of that this way. A part of more than
-    `BATCH_ROWS` rows (a large file) is read alone, row group by row group: sorting it in one
-    query would hold it whole."""
-    con = duckdb.connect(":memory:", config={"python_enable_replacements": False})
+               ) -> Iterator[tuple[pa.RecordBatch, list[SourceFile]]]:
+    """The rows of every (file version, part), in the given order, `BATCH_ROWS` at a time
+    (`READ_SCHEMA`: each batch with its column `idx`, the position of each row's file version
+    in the list given with it). Small parts are read up to `READ_CHUNK` at a time by one DuckDB
+    query each: thousands of one-record files (a judge harness writing a file per judgment)
+    cost a few milliseconds each opened one by one, a fraction of that this way. A part of more
+    than `BATCH_ROWS` rows (a large file) is read alone, streamed in file order: sorting it in
+    one query would hold it whole."""
+    # one thread: a large part streams in file order, a row group at a time
+    con = duckdb.connect(":memory:", config={"python_enable_replacements": False,
+                                              "preserve_insertion_order": True, "threads": 1})
     try:
         sizes = dict(con.sql("SELECT file_name, num_rows FROM parquet_file_metadata(?)",
                              params=[[str(p) for _, p in pairs]]).fetchall()) if pairs else {}
@@ -166,28 +230,28 @@ def read_parts(pairs: Sequence[tuple[SourceFile, Path]]
             yield from _read_chunk(con, chunk)
             chunk = []
             if pair is not None and sizes[str(pair[1])] > BATCH_ROWS:
-                for batch in pq.ParquetFile(pair[1]).iter_batches(BATCH_ROWS):
-                    for row in batch.to_pylist():
-                        yield _item(pair[0], row)
+                reader = con.sql(f"SELECT 0 AS idx, {_SELECT} FROM read_parquet(?) AS p",
+                                 params=[str(pair[1])]).to_arrow_reader(BATCH_ROWS)
+                for batch in reader:
+                    yield batch.cast(READ_SCHEMA), [pair[0]]
     finally:
         con.close()
 
 
 def _read_chunk(con: duckdb.DuckDBPyConnection, chunk: Sequence[tuple[SourceFile, Path]]
-                ) -> Iterator[tuple[_Record, Checked] | dict]:
+                ) -> Iterator[tuple[pa.RecordBatch, list[SourceFile]]]:
     """The rows of small parts `chunk`, in order, by one query."""
     if not chunk:
         return
     order = pa.table({"filename": [str(p) for _, p in chunk], "idx": list(range(len(chunk)))})
     con.register("part_order", order)
     reader = con.sql(
-        "SELECT o.idx, p.* EXCLUDE (filename, file_row_number) FROM read_parquet(?, "
-        "filename = true, file_row_number = true) AS p JOIN part_order AS o "
-        "USING (filename) ORDER BY o.idx, p.file_row_number",
+        f"SELECT o.idx, {_SELECT} FROM read_parquet(?, filename = true, file_row_number = true)"
+        " AS p JOIN part_order AS o USING (filename) ORDER BY o.idx, p.file_row_number",
         params=[[str(p) for _, p in chunk]]).to_arrow_reader(BATCH_ROWS)
+    files = [sf for sf, _ in chunk]
     for batch in reader:
-        for row in batch.to_pylist():
-            yield _item(chunk[row["idx"]][0], row)
+        yield batch.cast(READ_SCHEMA), files
     con.unregister("part_order")
 
 
@@ -245,3 +309,74 @@ def eval_context(home: Path) -> EvalContext:
         gt_fingerprints=prints,
         refused=refused_cases(home),
     )
+
+
+# --- the rows of an accepted record ------------------------------------------------------------
+
+
+def gt_row(rec: _Record, sha: str, ctx: EvalContext) -> dict[str, Any]:
+    o = rec.obj
+    return {
+        "case_id": o["case_id"], "fingerprint": o["fingerprint"],
+        "prompt_version": o["prompt_version"], "judge_run_id": o["judge_run_id"],
+        "source_file": rec.source.source_file, "file_version": rec.source.version,
+        "line": rec.line, "record_sha256": sha,
+        "compilation_json": canonical_json(o["compilation"]),
+        # the judge's reasoning level is not a column of rvp_gt_compilations (judge_model
+        # is what tells compilations apart); it was never stored
+        "judge_model": o["judge"]["model"],
+        # A changed input or prompt gives a new fingerprint: the old entry no longer applies.
+        "is_current": o["fingerprint"] == ctx.gt_fingerprints.get(o["case_id"]),
+    }
+
+
+def judgment_row(rec: _Record, sha: str, ctx: EvalContext) -> dict[str, Any]:
+    """The row of an accepted judgment, `is_final` aside (known at the end)."""
+    o = rec.obj
+    judge, metrics = o["judge"], o["metrics"]
+    return {
+        "system": o["system"], "case_id": o["case_id"],
+        "evaluation_id": f"{o['system']}/{o['case_id']}",
+        "judge_run_id": o["judge_run_id"], "attempt": o["attempt"],
+        "attempt_kind": o.get("attempt_kind", "initial"),
+        "source_file": rec.source.source_file, "file_version": rec.source.version,
+        "line": rec.line, "record_sha256": sha,
+        **{col: metrics.get(name) for name, col in METRIC_COLUMNS.items()},
+        "n_hallucinations": len(o["hallucinations"]),
+        "evidence": list(o["evidence"]),
+        "judge_model": judge["model"], "judge_reasoning": judge["reasoning"],
+        "prompt_version": judge["prompt_version"], "input_modality": judge["input_modality"],
+        "candidate_scope": judge["candidate_scope"],
+        "context_sharing": judge["context_sharing"],
+        "has_explicit_plan": ctx.cases[o["case_id"]].has_explicit_plan,
+    }
+
+
+def _hallucination_rows(o: dict[str, Any], ctx: EvalContext) -> list[dict[str, Any]]:
+    """The hallucination rows of an accepted judgment, `is_final` aside."""
+    intervals = ctx.cases[o["case_id"]].intervals
+    return [{
+        "system": o["system"], "case_id": o["case_id"],
+        "evaluation_id": f"{o['system']}/{o['case_id']}",
+        "judge_run_id": o["judge_run_id"], "attempt": o["attempt"],
+        "hallucination_no": no, "entity": h["entity"], "locus": h["locus"],
+        "locus_kind": "interval" if h["locus"] in intervals else "step",
+        "contradictory_observations": list(h["contradictory_observations"]),
+        "affected_chain": h["affected_chain"], "severity": h.get("severity"),
+    } for no, h in enumerate(o["hallucinations"], start=1)]
+
+
+def stage_row(system: str, case_id: str, run: str, stage: str, attempt: int | None,
+              kind: str | None, status: str) -> dict[str, Any]:
+    return {"system": system, "case_id": case_id, "evaluation_id": f"{system}/{case_id}",
+            "judge_run_id": run, "stage": stage, "stage_no": STAGE_NO[stage],
+            "attempt": attempt, "attempt_kind": kind, "status": status}
+
+
+def _stage_rows(o: dict[str, Any]) -> list[dict[str, Any]]:
+    kind = o.get("attempt_kind", "initial")
+    key = (o["system"], o["case_id"], o["judge_run_id"])
+    if "stages" in o:
+        return [stage_row(*key, s["stage"], s["attempt"], s.get("attempt_kind", kind),
+                          s.get("status", "ok")) for s in o["stages"]]
+    return [stage_row(*key, stage, o["attempt"], kind, "ok") for stage in CANDIDATE_STAGES]

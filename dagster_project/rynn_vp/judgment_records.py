@@ -14,14 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import fastjsonschema
+import jsonschema_rs
 import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
@@ -121,24 +120,25 @@ def _validator(name: str) -> Draft202012Validator:
 
 
 @cache
-def _fast_check(name: str) -> Callable[[Any], Any]:
-    """The schema compiled by fastjsonschema: raises on any violation, ~20× faster than walking
-    it with jsonschema, so a valid record (the common case) costs little. A record it refuses
-    is walked by jsonschema for the reasons (and if jsonschema finds none, it is valid)."""
+def _fast_check(name: str) -> Callable[[Any], bool]:
+    """The schema compiled by jsonschema-rs: whether a record is valid, ~8× faster than
+    fastjsonschema and far more than walking it with jsonschema, so a valid record (the common
+    case) costs little. A record it refuses is walked by jsonschema for the reasons (and if
+    jsonschema finds none, it is valid)."""
     schema = json.loads((ASSETS_DIR / "schemas" / name).read_text(encoding="utf-8"))
-    # use_default=False: it would otherwise write the schema's defaults into the record
-    return fastjsonschema.compile(schema, use_default=False)
+    return jsonschema_rs.validator_for(schema).is_valid
 
 
 # orjson writes otherwise than `json.dumps`: a float in exponent form (`1e-7`: a digit, `e`, an
 # optional sign, a digit) or below 1e-4 (json `1e-05`, orjson `0.00001`), DEL (json escapes it)
-# and non-ASCII text. A search led by the literal `e` is fast; its digit before is checked apart.
-_EXPONENT = re.compile(rb"e[-+]?[0-9]")
+# and non-ASCII text. Every digit made a 0 (one C pass), a digit before an `e` is a plain
+# search; one inside a string too (`"v1e"`) only sends that record to json, which is exact.
+_DIGITS = bytes.maketrans(b"123456789", b"000000000")
 
 
 def _orjson_differs(text: bytes) -> bool:
     return (not text.isascii() or b"0.0000" in text or b"\x7f" in text
-            or any(text[m.start() - 1:m.start()].isdigit() for m in _EXPONENT.finditer(text)))
+            or b"0e" in text.translate(_DIGITS))
 
 
 def canonical_json(value: Any) -> str:
@@ -246,11 +246,9 @@ def _schema_reason(err: ValidationError, done: set[tuple[str, ...]]) -> str | No
 
 
 def _schema_reasons(schema: str, obj: dict[str, Any], own_metrics: bool) -> list[str]:
-    try:
-        _fast_check(schema)(obj)
+    if _fast_check(schema)(obj):
         return []
-    except fastjsonschema.JsonSchemaException:
-        pass  # jsonschema says why, in its words
+    # jsonschema says why, in its words
     reasons: list[str] = []
     done: set[tuple[str, ...]] = set()
     for err in _validator(schema).iter_errors(obj):

@@ -11,14 +11,16 @@ replaced: a different record with the same system/case/judge run/attempt is refu
 judge must send a new attempt instead of rewriting history. Among the accepted attempts of one
 judge run the final one is marked; the stages each run went through become rows too.
 
-Memory is bounded by a batch, not by the records: the records are replayed from their parts
-`BATCH_ROWS` at a time, each made into its rows at once (spilled to disk in that batch), and
-only what decides later records stays in memory, a few hundred bytes per record: the digest
-of every record read and the place of its first sight, the identity of every accepted record,
-and per (system, case, judge run) its best attempt so far. `is_final` and the gt_compilation
-stage rows are known at the end; DuckDB then sorts the keys of each spilled table within
-`SORT_MEMORY` (the rest on disk), fetches its rows in that order a slice at a time
-(`SLICE_BYTES`), and it is written row group by row group (`ROW_GROUP_ROWS`,
+Each file version is read, checked and made into rows once, into its part (`judgment_parts`);
+a run replays the parts. Memory is bounded by a batch, not by the records: the parts are read
+`BATCH_ROWS` rows at a time; what depends on the records before is decided one record at a time
+on its keys, and the rows of the accepted ones are taken from the batch as they are (columns,
+spilled to disk); only what decides later records stays in memory, a few hundred bytes per
+record: the digest of every record read and the place of its first sight, the identity of
+every accepted record, and per (system, case, judge run) its best attempt so far. `is_final`
+and the gt_compilation stage rows are known at the end; DuckDB then sorts the keys of each
+spilled table within `SORT_MEMORY` (the rest on disk), fetches its rows in that order a slice at
+a time (`SLICE_BYTES`), and it is written row group by row group (`ROW_GROUP_ROWS`,
 fewer if wide):
 a smaller table has exactly the bytes `tables.write_table` gives it, a larger one the same rows
 in more row groups, equal inputs always equal bytes.
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import hashlib
 import sys
 import tempfile
 from collections import defaultdict
@@ -39,39 +40,28 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dagster_project.rynn_vp.judgment_parts import (
     BATCH_ROWS,
+    GT_COMPILATIONS_SCHEMA,
     GT_PREFIX,
-    Checked,
-    check,
+    HALLUCINATIONS_SCHEMA,
+    JUDGMENT_REJECTS_SCHEMA,
+    JUDGMENTS_SCHEMA,
+    STAGES_SCHEMA,
+    judgment_store,
     read_parts,
+    stage_row,
+    sync_parts,
 )
-from dagster_project.rynn_vp.judgment_records import (
-    METRIC_COLUMNS,
-    EvalContext,
-    SourceFile,
-    _kind,
-    _read,
-    _Record,
-    _reject,
-    canonical_json,
-)
-from dagster_project.tables import raw_schema, rows_to_table, streaming_parquet, write_table
-
-STAGES = ("gt_compilation", "observer", "vr_vq_judge", "hallucination_auditor", "pi_judge",
-          "critic")
-STAGE_NO = {name: no for no, name in enumerate(STAGES, start=1)}
-CANDIDATE_STAGES = STAGES[1:]
+from dagster_project.rynn_vp.judgment_records import EvalContext, SourceFile, _reject
+from dagster_project.tables import rows_to_table, streaming_parquet, write_table
 
 # The tables `write_tables` fills (raw_<name>), with their schemas
-JUDGMENTS_SCHEMA = raw_schema("rvp_judgments")
-HALLUCINATIONS_SCHEMA = raw_schema("rvp_hallucinations")
-JUDGMENT_REJECTS_SCHEMA = raw_schema("rvp_judgment_rejects")
-GT_COMPILATIONS_SCHEMA = raw_schema("rvp_gt_compilations")
-STAGES_SCHEMA = raw_schema("rvp_stages")
 JUDGMENT_TABLES = {
     "rvp_judgments": JUDGMENTS_SCHEMA,
     "rvp_hallucinations": HALLUCINATIONS_SCHEMA, "rvp_judgment_rejects": JUDGMENT_REJECTS_SCHEMA,
@@ -127,7 +117,7 @@ class _Group:
 
 class _Spill:
     """The rows of one table in the order they are made, plus the columns that sort them,
-    written to `path` every `BATCH_ROWS` rows."""
+    written to `path` (rows given one by one: every `BATCH_ROWS`)."""
 
     def __init__(self, path: Path, schema: pa.Schema) -> None:
         self.path, self.schema, self.rows, self.count = path, schema, [], 0
@@ -138,6 +128,11 @@ class _Spill:
         self.count += 1
         if len(self.rows) == BATCH_ROWS:
             self.flush()
+
+    def add_table(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self.writer.write_table(table.cast(self.schema))
+            self.count += table.num_rows
 
     def flush(self) -> None:
         if self.rows:
@@ -155,15 +150,28 @@ def _spill_schema(name: str) -> pa.Schema:
     return pa.schema([*fields, pa.field("_seq", pa.int64()), pa.field("_k", pa.int64())])
 
 
-def _digest(value: Any) -> bytes:
-    return hashlib.sha256(canonical_json(value).encode()).digest()
+def _rows_of(column: pa.Array, seqs: pa.Array) -> pa.Table:
+    """The struct rows `column` (one per record) as a table, with `_seq` = `seqs`, `_k` = 0."""
+    table = pa.Table.from_struct_array(column)
+    return table.append_column("_seq", seqs).append_column(
+        "_k", pa.array(np.zeros(len(seqs), np.int64)))
+
+
+def _list_rows_of(column: pa.Array, seqs: pa.Array) -> pa.Table:
+    """The struct rows of list `column` (a list per record) as a table: `_seq` that of the
+    record, `_k` the row's place in its list."""
+    table = pa.Table.from_struct_array(pc.list_flatten(column))
+    parents = pc.list_parent_indices(column).to_numpy()
+    offsets = column.offsets.to_numpy()
+    k = np.arange(len(parents), dtype=np.int64) - (offsets[parents] - offsets[0])
+    return table.append_column("_seq", pc.take(seqs, pa.array(parents))).append_column(
+        "_k", pa.array(k))
 
 
 class _Ingest:
-    def __init__(self, ctx: EvalContext, files: Sequence[SourceFile], work: Path) -> None:
-        self.ctx = ctx
+    def __init__(self, files: Sequence[SourceFile], work: Path) -> None:
+        self.index = {sf: i for i, sf in enumerate(files)}
         self.files = list(files)
-        self.index = {sf: i for i, sf in enumerate(self.files)}
         self.spills = {name: _Spill(work / f"{name}.spill.parquet", _spill_schema(name))
                        for name in JUDGMENT_TABLES}
         self.duplicates = 0
@@ -175,15 +183,6 @@ class _Ingest:
         self.gts: dict[bytes, int] = {}
         self.groups: dict[tuple[str, str, str], _Group] = {}
         self.current: dict[str, set[str]] = defaultdict(set)  # case -> runs of current GTs
-        self._owner: dict[str, str] | None = None
-
-    def owner_of(self, evidence_id: str) -> str | None:
-        if self._owner is None:
-            self._owner = {eid: ev for ev, ids in self.ctx.evidence_ids.items() for eid in ids}
-        return self._owner.get(evidence_id)
-
-    def where(self, rec: _Record) -> int:
-        return (self.index[rec.source] << _LINE_BITS) | rec.line
 
     def where_text(self, where: int) -> str:
         sf = self.files[where >> _LINE_BITS]
@@ -197,88 +196,106 @@ class _Ingest:
         self.seq += 1
         self.add("rvp_judgment_rejects", row)
 
-    def reject(self, rec: _Record, reasons: Sequence[str]) -> None:
+    def take(self, batch: pa.RecordBatch, files: Sequence[SourceFile]) -> None:
+        """A batch of part rows, in file order (`judgment_parts.read_parts`): what depends on
+        the records before is decided here, one record at a time on its keys; the rows of
+        the accepted ones are then taken from the batch as they are."""
+        n = batch.num_rows
+        cols = {name: batch.column(name).to_pylist() for name in (
+            "idx", "line", "problem", "sha", "reasons", "is_object", "ident", "same_as",
+            "lists_gt")}
+        judgment, gt = batch.column("judgment"), batch.column("gt")
+        keys = {f: judgment.field(f).to_pylist()
+                for f in ("system", "case_id", "judge_run_id", "attempt", "attempt_kind")}
+        gt_keys = {f: gt.field(f).to_pylist() for f in ("case_id", "judge_run_id", "is_current")}
+        accepted = np.zeros(n, bool)
+        seqs = np.zeros(n, np.int64)
+        for i in range(n):
+            self.seq += 1
+            seqs[i] = self.seq
+            sf = files[cols["idx"][i]]
+            line = cols["line"][i]
+            if cols["problem"][i] is not None:
+                self.add("rvp_judgment_rejects", _reject(sf, line, cols["problem"][i],
+                                                         batch.column("raw")[i].as_py()))
+                continue
+            where = (self.index[sf] << _LINE_BITS) | line
+            is_gt = sf.source_file.startswith(GT_PREFIX)
+            key = bytes.fromhex(cols["sha"][i]) + (b"g" if is_gt else b"j")
+            first = self.seen.get(key)
+            if first is not None:
+                self.duplicate(batch, i, sf, first, "same content")
+                continue
+            self.seen[key] = where
+            reasons = cols["reasons"][i]
+            if not cols["is_object"][i]:
+                self.reject(batch, i, sf, reasons)
+                continue
+            ident = cols["ident"][i] and bytes.fromhex(cols["ident"][i])
+            if is_gt:
+                first = self.gts.get(ident) if ident is not None else None
+                if first is not None:
+                    reasons.append(f"conflicts with {self.where_text(first)}: same case/"
+                                   "fingerprint/judge_run, different content")
+                if reasons:
+                    self.reject(batch, i, sf, reasons)
+                    continue
+                self.gts[ident] = where
+                if gt_keys["is_current"][i]:
+                    self.current[gt_keys["case_id"][i]].add(gt_keys["judge_run_id"][i])
+                accepted[i] = True
+                continue
+            same_as = cols["same_as"][i] and bytes.fromhex(cols["same_as"][i])
+            known = self.judgments.get(ident) if ident is not None else None
+            if known is not None:
+                if not reasons and known[1] == same_as:
+                    self.duplicate(batch, i, sf, known[0],
+                                   "same content once defaults are applied")
+                    continue
+                reasons.append(f"conflicts with {self.where_text(known[0])}: same system/"
+                               "case/judge_run/attempt, different content (send a new "
+                               "attempt instead)")
+            if reasons:
+                self.reject(batch, i, sf, reasons)
+                continue
+            self.judgments[ident] = (where, same_as)
+            accepted[i] = True
+            group = tuple(sys.intern(keys[k][i]) for k in ("system", "case_id", "judge_run_id"))
+            # A manager review overrides any retry; among equals the latest attempt wins.
+            rank = (keys["attempt_kind"][i] == "manager_review", keys["attempt"][i])
+            g = self.groups.get(group)
+            if g is None:
+                self.groups[group] = _Group(rank, self.seq, cols["lists_gt"][i])
+            else:
+                if rank > g.best:  # among equals the first stays (as `max` would keep it)
+                    g.best, g.best_seq = rank, self.seq
+                g.lists_gt_stage |= cols["lists_gt"][i]
+        if not accepted.any():
+            return
+        mask, seq = pa.array(accepted), pa.array(seqs)
+        kept = batch.filter(mask)
+        kept_seq = seq.filter(mask)
+        judgments = pc.is_valid(kept.column("judgment"))
+        for name, column, rows_of in (
+                ("rvp_judgments", "judgment", _rows_of),
+                ("rvp_hallucinations", "hallucinations", _list_rows_of),
+                ("rvp_stages", "stages", _list_rows_of),
+                ("rvp_gt_compilations", "gt", _rows_of)):
+            which = judgments if column != "gt" else pc.invert(judgments)
+            self.spills[name].add_table(rows_of(kept.column(column).filter(which),
+                                                kept_seq.filter(which)))
+
+    def reject(self, batch: pa.RecordBatch, i: int, sf: SourceFile,
+               reasons: Sequence[str]) -> None:
         unique = list(dict.fromkeys(reasons))  # the same sentence twice helps no one
-        self.add("rvp_judgment_rejects",
-                 _reject(rec.source, rec.line, "; ".join(unique), rec.raw))
+        self.add("rvp_judgment_rejects", _reject(sf, batch.column("line")[i].as_py(),
+                                                 "; ".join(unique),
+                                                 batch.column("raw")[i].as_py()))
 
-    def duplicate(self, rec: _Record, first: int, how: str) -> None:
+    def duplicate(self, batch: pa.RecordBatch, i: int, sf: SourceFile, first: int,
+                  how: str) -> None:
         self.duplicates += 1
-        self.reject(rec, [f"duplicate of {self.where_text(first)} ({how}): ignored"])
-
-    def take(self, rec: _Record, checked: Checked | None = None) -> None:
-        """One record, in file order; `checked`: its context checks, done before (a part)."""
-        self.seq += 1
-        is_gt = rec.source.source_file.startswith(GT_PREFIX)
-        if checked is None:
-            checked = check(rec, self.ctx, self.owner_of)
-        key = bytes.fromhex(checked.sha) + (b"g" if is_gt else b"j")
-        first = self.seen.get(key)
-        if first is not None:
-            self.duplicate(rec, first, "same content")
-            return
-        self.seen[key] = self.where(rec)
-        if not isinstance(rec.obj, dict):
-            kind = "GT compilation record" if is_gt else "judgment record"
-            self.reject(rec, [f"a {kind} must be a JSON object, not {_kind(rec.obj)}"])
-        elif is_gt:
-            self.take_gt(rec, checked)
-        else:
-            self.take_judgment(rec, checked)
-
-    def take_judgment(self, rec: _Record, checked: Checked) -> None:
-        obj = rec.obj
-        same_as = hashlib.sha256((checked.same_as or "").encode()).digest()
-        reasons = list(checked.reasons)
-        identity = (obj.get("system"), obj.get("case_id"), obj.get("judge_run_id"),
-                    obj.get("attempt"))
-        well_typed = all(isinstance(v, str | int) and not isinstance(v, bool) for v in identity)
-        ident = _digest(identity)
-        first = self.judgments.get(ident) if well_typed else None
-        if first is not None:
-            if not reasons and first[1] == same_as:
-                self.duplicate(rec, first[0], "same content once defaults are applied")
-                return
-            reasons.append(f"conflicts with {self.where_text(first[0])}: same system/case/"
-                           "judge_run/attempt, different content (send a new attempt instead)")
-        if reasons:
-            self.reject(rec, reasons)
-            return
-        self.judgments[ident] = (self.where(rec), same_as)
-        group = tuple(sys.intern(obj[k]) for k in ("system", "case_id", "judge_run_id"))
-        rank = _final_rank(obj)
-        lists_gt = any(s.get("stage") == "gt_compilation" for s in obj.get("stages") or ())
-        g = self.groups.get(group)
-        if g is None:
-            self.groups[group] = _Group(rank, self.seq, lists_gt)
-        else:
-            if rank > g.best:  # among equals the first stays (as `max` would keep it)
-                g.best, g.best_seq = rank, self.seq
-            g.lists_gt_stage |= lists_gt
-        self.add("rvp_judgments", self.judgment_row(rec, checked.sha))
-        for row in _hallucination_rows(obj, self.ctx):
-            self.add("rvp_hallucinations", row)
-        for k, row in enumerate(_stage_rows(obj)):
-            self.add("rvp_stages", row, k)
-
-    def take_gt(self, rec: _Record, checked: Checked) -> None:
-        obj = rec.obj
-        reasons = list(checked.reasons)
-        case_id = obj.get("case_id")
-        identity = (case_id, obj.get("fingerprint"), obj.get("judge_run_id"))
-        ident = _digest(identity)
-        first = self.gts.get(ident) if all(isinstance(v, str) for v in identity) else None
-        if first is not None:
-            reasons.append(f"conflicts with {self.where_text(first)}: same case/fingerprint/"
-                           "judge_run, different content")
-        if reasons:
-            self.reject(rec, reasons)
-            return
-        self.gts[ident] = self.where(rec)
-        row = self.gt_row(rec, checked.sha)
-        if row["is_current"]:
-            self.current[row["case_id"]].add(row["judge_run_id"])
-        self.add("rvp_gt_compilations", row)
+        self.reject(batch, i, sf, [f"duplicate of {self.where_text(first)} ({how}): ignored"])
 
     # --- rows ------------------------------------------------------------------------------
 
@@ -310,42 +327,6 @@ class _Ingest:
             finally:
                 con.close()
         return Written(rows, self.duplicates)
-
-    def gt_row(self, rec: _Record, sha: str) -> dict[str, Any]:
-        o = rec.obj
-        return {
-            "case_id": o["case_id"], "fingerprint": o["fingerprint"],
-            "prompt_version": o["prompt_version"], "judge_run_id": o["judge_run_id"],
-            "source_file": rec.source.source_file, "file_version": rec.source.version,
-            "line": rec.line, "record_sha256": sha,
-            "compilation_json": canonical_json(o["compilation"]),
-            # the judge's reasoning level is not a column of rvp_gt_compilations (judge_model
-            # is what tells compilations apart); it was never stored
-            "judge_model": o["judge"]["model"],
-            # A changed input or prompt gives a new fingerprint: the old entry no longer applies.
-            "is_current": o["fingerprint"] == self.ctx.gt_fingerprints.get(o["case_id"]),
-        }
-
-    def judgment_row(self, rec: _Record, sha: str) -> dict[str, Any]:
-        """The row of an accepted judgment, `is_final` aside (known at the end)."""
-        o = rec.obj
-        judge, metrics = o["judge"], o["metrics"]
-        return {
-            "system": o["system"], "case_id": o["case_id"],
-            "evaluation_id": f"{o['system']}/{o['case_id']}",
-            "judge_run_id": o["judge_run_id"], "attempt": o["attempt"],
-            "attempt_kind": o.get("attempt_kind", "initial"),
-            "source_file": rec.source.source_file, "file_version": rec.source.version,
-            "line": rec.line, "record_sha256": sha,
-            **{col: metrics.get(name) for name, col in METRIC_COLUMNS.items()},
-            "n_hallucinations": len(o["hallucinations"]),
-            "evidence": list(o["evidence"]),
-            "judge_model": judge["model"], "judge_reasoning": judge["reasoning"],
-            "prompt_version": judge["prompt_version"], "input_modality": judge["input_modality"],
-            "candidate_scope": judge["candidate_scope"],
-            "context_sharing": judge["context_sharing"],
-            "has_explicit_plan": self.ctx.cases[o["case_id"]].has_explicit_plan,
-        }
 
 
 def _write_sorted(con: duckdb.DuckDBPyConnection, spill: _Spill, path: Path,
@@ -411,42 +392,7 @@ def gt_stage_row(group: tuple[str, str, str], current_runs: set[str]) -> dict[st
         attempt, kind, status = None, "cached", "cached"
     else:
         attempt, kind, status = None, None, "missing"
-    return _stage_row(system, case_id, run, "gt_compilation", attempt, kind, status)
-
-
-def _final_rank(o: dict[str, Any]) -> tuple[bool, int]:
-    # A manager review overrides any retry; among equals the latest attempt wins.
-    return (o.get("attempt_kind") == "manager_review", o["attempt"])
-
-
-def _hallucination_rows(o: dict[str, Any], ctx: EvalContext) -> list[dict[str, Any]]:
-    """The hallucination rows of an accepted judgment, `is_final` aside."""
-    intervals = ctx.cases[o["case_id"]].intervals
-    return [{
-        "system": o["system"], "case_id": o["case_id"],
-        "evaluation_id": f"{o['system']}/{o['case_id']}",
-        "judge_run_id": o["judge_run_id"], "attempt": o["attempt"],
-        "hallucination_no": no, "entity": h["entity"], "locus": h["locus"],
-        "locus_kind": "interval" if h["locus"] in intervals else "step",
-        "contradictory_observations": list(h["contradictory_observations"]),
-        "affected_chain": h["affected_chain"], "severity": h.get("severity"),
-    } for no, h in enumerate(o["hallucinations"], start=1)]
-
-
-def _stage_row(system: str, case_id: str, run: str, stage: str, attempt: int | None,
-               kind: str | None, status: str) -> dict[str, Any]:
-    return {"system": system, "case_id": case_id, "evaluation_id": f"{system}/{case_id}",
-            "judge_run_id": run, "stage": stage, "stage_no": STAGE_NO[stage],
-            "attempt": attempt, "attempt_kind": kind, "status": status}
-
-
-def _stage_rows(o: dict[str, Any]) -> list[dict[str, Any]]:
-    kind = o.get("attempt_kind", "initial")
-    key = (o["system"], o["case_id"], o["judge_run_id"])
-    if "stages" in o:
-        return [_stage_row(*key, s["stage"], s["attempt"], s.get("attempt_kind", kind),
-                           s.get("status", "ok")) for s in o["stages"]]
-    return [_stage_row(*key, stage, o["attempt"], kind, "ok") for stage in CANDIDATE_STAGES]
+    return stage_row(system, case_id, run, "gt_compilation", attempt, kind, status)
 
 
 def write_tables(files: Sequence[SourceFile], ctx: EvalContext, out: Mapping[str, Path],
@@ -454,23 +400,17 @@ def write_tables(files: Sequence[SourceFile], ctx: EvalContext, out: Mapping[str
                  refused: Sequence[dict[str, Any]] = ()) -> Written:
     """Every record of `files` (in the given order; earlier wins) into rows or reject rows,
     written to the tables `out` (name -> path, every name of `JUDGMENT_TABLES`), streamed (see
-    the module notes); `work`: an empty folder for the spilled rows. With `parts`
-    (`judgment_parts.sync_parts`), a file version is replayed from its part: read and checked
-    before, against this same context. `refused`: reject rows found before reading (links that
-    lead out of the folder), written first."""
-    state = _Ingest(ctx, files, work)
+    the module notes); `work`: an empty folder for the spilled rows. `parts`: the part of
+    every file version (`judgment_parts.sync_parts`, checked against this same context); without
+    them, each file is read and checked into a part in `work` first. `refused`: reject rows
+    found before reading (links that lead out of the folder), written first."""
+    if parts is None:
+        parts, _ = sync_parts(judgment_store(work), files, ctx)
+    state = _Ingest(files, work)
     for row in refused:
         state.problem(row)
-    if parts is not None:
-        items = read_parts([(sf, parts[sf]) for sf in files])
-    else:
-        items = (item if isinstance(item, dict) else (item, None)
-                 for sf in files for item in _read(sf))
-    for item in items:
-        if isinstance(item, dict):
-            state.problem(item)
-        else:
-            state.take(*item)
+    for batch, batch_files in read_parts([(sf, parts[sf]) for sf in files]):
+        state.take(batch, batch_files)
     return state.finish(out, work)
 
 

@@ -89,3 +89,40 @@ def test_the_asset_reads_each_version_once(demo_warehouse, tmp_path):
     assert {n: t for n, t in after.items() if n in parts} == parts
     assert [n for n in after if n not in parts] == [n for n in after if n.startswith("late")]
     assert len(after) == len(parts) + 1
+
+
+def _tables(files, parts, work) -> dict[str, bytes]:
+    from dagster_project.rynn_vp.judgments import JUDGMENT_TABLES, write_tables
+
+    work.mkdir()
+    out = {name: work / f"{name}.parquet" for name in JUDGMENT_TABLES}
+    write_tables(files, CTX, out, work, parts)
+    return {name: path.read_bytes() for name, path in out.items()}
+
+
+def test_one_more_file_is_read_alone_and_gives_the_tables_of_a_fresh_start(tmp_path):
+    """The cross-record decisions (repeat, rewrite, final attempt, stage rows) are made again
+    over every part, but only the new file is read and checked: the tables are byte for byte
+    those of reading everything into a new store, whatever the new file overturns."""
+    drop = Drop(tmp_path / "drop")
+    files = _mixed_files(drop)
+    store = judgment_store(tmp_path / "cache")
+    parts, _ = sync_parts(store, files, CTX)
+    before = _tables(files, parts, tmp_path / "t0")
+    # a retry that becomes the final attempt, a repeat of an accepted record and a rewrite of it
+    late = drop.jsonl("late.jsonl", [judgment(attempt=3, attempt_kind="retry"), judgment(),
+                                     judgment(attempt=3, attempt_kind="retry", notes="x")])
+    more, written = sync_parts(store, [*files, late], CTX)
+    assert written == [more[late].stem]  # the new version alone was read and checked
+    after = _tables([*files, late], more, tmp_path / "t1")
+    fresh, _ = sync_parts(judgment_store(tmp_path / "fresh"), [*files, late], CTX)
+    assert _tables([*files, late], fresh, tmp_path / "t2") == after
+    assert after != before  # the new file changed the tables (a new final attempt, rejects)
+    rows = ingest([*files, late], CTX, more)
+    finals = [(j["attempt"], j["attempt_kind"]) for j in rows.judgments
+              if j["is_final"] and j["system"] == judgment()["system"]
+              and j["case_id"] == judgment()["case_id"]]
+    assert finals == [(3, "retry")]
+    reasons = [r["reason"] for r in rows.rejects if r["source_file"] == "late.jsonl"]
+    assert len(reasons) == 2 and "duplicate of a.jsonl v1 line 1" in reasons[0]
+    assert "conflicts with late.jsonl v1 line 1" in reasons[1]

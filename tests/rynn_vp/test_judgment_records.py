@@ -583,17 +583,13 @@ def _mutated(obj: Any, path: tuple, new: Any) -> Any:
     stages=[{"stage": "observer", "attempt": 1, "status": "ok"}], attempt_kind="retry")),
                                               (GT_SCHEMA, lambda: gt_record())])
 def test_the_compiled_schema_never_accepts_what_jsonschema_refuses(schema, make):
-    """The fast path (fastjsonschema) only says yes; a yes must be jsonschema's yes too, or a
+    """The fast path (jsonschema-rs) only says yes; a yes must be jsonschema's yes too, or a
     record would pass unchecked. Held on every single-node mutation of a valid record."""
-    import fastjsonschema
-
     base = make()
     checked = 0
     for path, new in _mutations(base):
         obj = _mutated(base, path, new)
-        try:
-            _fast_check(schema)(copy.deepcopy(obj))
-        except fastjsonschema.JsonSchemaException:
+        if not _fast_check(schema)(copy.deepcopy(obj)):
             continue
         assert not list(_validator(schema).iter_errors(obj)), (path, new)
         checked += 1
