@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 
 from dagster_project.parts import PartStore
 from dagster_project.runner import materialize
@@ -57,6 +58,7 @@ def _parts(home: Path) -> set[str]:
     return set(question_scores_store(home).all_keys())
 
 
+@pytest.mark.slow
 def test_a_file_rewrites_only_the_checkpoints_it_holds(demo_warehouse, tmp_path):
     """A late file with one more sample of an existing checkpoint, a repeat and a conflict of
     an existing record, and a checkpoint of its own: two parts written, one replaced; the
@@ -119,6 +121,7 @@ def test_each_part_is_checked_once_and_a_bad_one_is_named(demo_warehouse, tmp_pa
     assert check_new_parts(home, "vv_scored_responses", "t", SCORED_INVARIANTS).checked == 1
 
 
+@pytest.mark.slow
 def test_tests_and_previews_are_not_run_again_on_unchanged_inputs(demo_warehouse, tmp_path):
     settings = copy_home(demo_warehouse, tmp_path / "home")
     select = "key:vv_scores or key:rvp_leaderboard"
