@@ -197,6 +197,7 @@ def test_a_damaged_real_video_keeps_ffmpegs_reason(candidates) -> None:
 # --- the snapshot ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_snapshot_links_out_are_refused_and_inside_links_followed(
         rynn_vp_copy: Path, tmp_path: Path, listed: list[Path]) -> None:
     root = rynn_vp_copy
@@ -284,6 +285,7 @@ def test_manifest_and_names_read_from_it_stay_inside(rynn_vp_copy: Path, tmp_pat
 # --- drop folders, through the judgment ingestion ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_judgment_links_leading_out_are_rejects_and_never_read(demo_warehouse, tmp_path) -> None:
     from tests.rynn_vp.test_judging_assets import JUDGING, JUDGING_VIEWS
 

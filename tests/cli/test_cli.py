@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from dagster_project.cli import query
 
 BENCHLAKE = str(Path(sys.executable).parent / "benchlake")
@@ -59,6 +61,7 @@ def test_empty_warehouse_is_a_clear_error(tmp_path):
     assert done.stderr.strip().count("\n") == 0
 
 
+@pytest.mark.slow
 def test_sql_answers_while_a_materialization_runs(demo_warehouse, tmp_path):
     home = tmp_path / "busy"
     shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))
@@ -85,6 +88,7 @@ def test_sql_answers_while_a_materialization_runs(demo_warehouse, tmp_path):
     assert query(settings, "SELECT count(*) FROM rvp_intervals")[1][0][0] > 0
 
 
+@pytest.mark.slow
 def test_materialize_with_selection_rebuilds_catalog(demo_warehouse, tmp_path):
     home = tmp_path / "sel"
     shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster"))

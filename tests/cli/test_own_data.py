@@ -88,6 +88,7 @@ def test_own_snapshot_reads_empty_drop_folders_not_the_demo(demo_inputs, tmp_pat
     assert {t: count(con, t) for t in empty} == dict.fromkeys(empty, 0)
 
 
+@pytest.mark.slow
 def test_own_candidates_with_the_demo_snapshot_get_no_demo_judgments(demo_warehouse, tmp_path):
     """The demo judgments judge the demo candidates: with candidates of one's own (here one
     case of one system) and the demo snapshot, an unset JUDGMENTS_DIR is the empty drop folder,
@@ -147,6 +148,7 @@ def own_val(demo_inputs, tmp_path_factory):
     return settings, con, outside, cache
 
 
+@pytest.mark.slow
 def test_own_val_source_scores_no_demo_responses(own_val):
     settings, con, *_ = own_val
     folder = settings.home / "drop" / "responses"
@@ -158,6 +160,7 @@ def test_own_val_source_scores_no_demo_responses(own_val):
         assert count(con, table) == 0, table  # ... and nothing answered them
 
 
+@pytest.mark.slow
 def test_video_outside_the_roots_is_never_opened(own_val):
     _, con, outside, cache = own_val
     unresolved = {r["uid"]: r for r in rows(con, "SELECT * FROM vv_unresolved_videos")}
@@ -179,6 +182,7 @@ def test_video_outside_the_roots_is_never_opened(own_val):
     assert outside.is_file()  # it was there to be opened
 
 
+@pytest.mark.slow
 def test_column_of_another_type_rejects_the_file_naming_it(own_val):
     _, con, *_ = own_val
     rejects = rows(con, "SELECT * FROM vv_rejects WHERE source_file = "
@@ -247,6 +251,7 @@ def readme_selections() -> list[str]:
                                  text)))
 
 
+@pytest.mark.slow
 def test_every_key_selection_resolves_to_a_runnable_job():
     """`key:K`, `key:K+`, `+key:K` for every asset key and every README selection: resolved as
     `benchlake materialize` resolves them, the code location's asset job takes them as one run

@@ -227,6 +227,7 @@ def run_log_tail(port: int, run_id: str, n: int = 15) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 def test_ui_launches_the_demo_materialization(ui_server: UiServer) -> None:
     # before the webserver, `benchlake ui` says where the newest HTML report is: none yet here
     assert "no results browser yet: `benchlake export` writes one" in ui_server.log_tail(400)
@@ -310,6 +311,7 @@ def wait_for_run(port: int, run_id: str) -> str:
     return status
 
 
+@pytest.mark.slow
 def test_a_cli_run_is_a_run_of_a_job_the_ui_knows_and_re_executes(
         ui_server: UiServer, tmp_path: Path) -> None:
     """`benchlake materialize` beside the UI: the run is listed, its job resolves in the code
@@ -334,6 +336,7 @@ def test_a_cli_run_is_a_run_of_a_job_the_ui_knows_and_re_executes(
     assert wait_for_run(ui_server.port, again["run"]["runId"]) == "SUCCESS"
 
 
+@pytest.mark.slow
 def test_ui_daemon_runs_the_sensors_and_the_schedule(ui_server: UiServer) -> None:
     port, repo = ui_server.port, ui_server.repository
     sensor_query = """query S($s: SensorSelector!) { sensorOrError(sensorSelector: $s) {
@@ -383,6 +386,7 @@ def render(url: str, screenshot: Path, budget_ms: int, profile: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_ui_renders_the_asset_graph(ui_server: UiServer, tmp_path: Path) -> None:
     from PIL import Image
 
@@ -408,6 +412,7 @@ def test_ui_renders_the_asset_graph(ui_server: UiServer, tmp_path: Path) -> None
     assert SCREENSHOT.stat().st_size > 50_000 and len(colors) > 200, "a blank screenshot"
 
 
+@pytest.mark.slow
 def test_ui_stops_cleanly_and_keeps_history(ui_server: UiServer) -> None:
     import dagster as dg
 

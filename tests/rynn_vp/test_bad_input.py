@@ -107,6 +107,7 @@ def test_checksum_check_warns_but_does_not_block(broken):
     assert verified[0].severity.value == "WARN"
 
 
+@pytest.mark.slow
 def test_missing_manifest_fails_its_check_and_refuses_every_case(rynn_vp_copy, tmp_path):
     (rynn_vp_copy / "SHA256SUMS.txt").unlink()
     settings = settings_for(tmp_path / "home", rynn_vp_source=str(rynn_vp_copy))
@@ -124,6 +125,7 @@ def test_missing_manifest_fails_its_check_and_refuses_every_case(rynn_vp_copy, t
     assert reasons and "SHA256SUMS.txt" in reasons[0]
 
 
+@pytest.mark.slow
 def test_hub_source_passes_the_right_arguments(demo_inputs, tmp_path, monkeypatch):
     """No network: the hub client is replaced by fakes that record what benchlake passes and
     serve the demo snapshot, filtered by allow_patterns like the real client."""

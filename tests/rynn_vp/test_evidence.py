@@ -179,6 +179,7 @@ def bad_candidates(demo_inputs, tmp_path_factory):
 @pytest.mark.parametrize(("kind", "words"), [
     ("truncated", "truncated"), ("zero", "cannot open"), ("corrupt_step", "does not decode"),
     ("non_numeric", "not a number")])
+@pytest.mark.slow
 def test_bad_candidates_get_a_clear_reason(bad_candidates, kind, words):
     result, con, which = bad_candidates
     case_id = which[kind]
@@ -189,6 +190,7 @@ def test_bad_candidates_get_a_clear_reason(bad_candidates, kind, words):
     assert any(words.lower() in t.lower() for t in reasons + problems), (reasons, problems)
 
 
+@pytest.mark.slow
 def test_other_cases_proceed(bad_candidates):
     result, con, which = bad_candidates
     assert result.success
@@ -216,6 +218,7 @@ def _metadata(outcome, key: str) -> dict:
     return {k: v.value for k, v in event.materialization.metadata.items()}
 
 
+@pytest.mark.slow
 def test_only_changed_evaluations_are_extracted_again(demo_warehouse, demo_inputs, tmp_path):
     cands = tmp_path / "cands"
     shutil.copytree(demo_inputs.candidates_root(), cands)
@@ -274,6 +277,7 @@ def _frame_stamps(home: Path) -> dict[str, int]:
             for root in roots for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 def test_val_frames_are_decoded_once_per_video(demo_warehouse, tmp_path):
     settings = copy_home(demo_warehouse, tmp_path / "home")
     home = settings.home

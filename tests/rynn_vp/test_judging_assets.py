@@ -137,6 +137,7 @@ def judging_home(demo_warehouse, tmp_path):
     return settings_for(home, judgments_dir=str(drop)), drop
 
 
+@pytest.mark.slow
 def test_a_changed_file_is_a_new_version_never_an_overwrite(judging_home):
     settings, drop = judging_home
     assert materialize(settings, f"{JUDGING} or {JUDGING_VIEWS}", checks=False).success
@@ -164,6 +165,7 @@ def test_a_changed_file_is_a_new_version_never_an_overwrite(judging_home):
     assert dups == len(lines) - 2  # unchanged lines in v2 are counted duplicates, ignored
 
 
+@pytest.mark.slow
 def test_sensor_triggers_only_on_new_content(judging_home):
     from dagster_project.defs.rynn_vp.sensors import rvp_judgments_sensor
 
@@ -188,6 +190,7 @@ def test_sensor_triggers_only_on_new_content(judging_home):
     assert again3.run_requests[0].run_key == third.run_requests[0].run_key
 
 
+@pytest.mark.slow
 def test_changed_gt_input_invalidates_the_cache(demo_inputs, tmp_path):
     from benchlake_demo.rynn_vp import write_sha256sums
 
@@ -221,6 +224,7 @@ def _packet_stamps(settings) -> dict[str, int]:
             for root in roots for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 def test_packets_are_rebuilt_only_when_their_inputs_change(demo_warehouse, tmp_path):
     """A run over unchanged inputs writes no packet file and no part (same mtimes); a missing
     packet builds its unit again, the same; a changed evaluation builds only its five packets."""

@@ -7,6 +7,8 @@ import dataclasses
 import json
 import shutil
 
+import pytest
+
 from dagster_project.runner import materialize
 from dagster_project.rynn_vp.judgment_parts import context_fingerprint, judgment_store, sync_parts
 from dagster_project.rynn_vp.judgments import ingest
@@ -66,6 +68,7 @@ def test_replaying_parts_equals_reading_again(tmp_path):
     assert any("unknown system" in r["reason"] for r in ingest(files, other, changed).rejects)
 
 
+@pytest.mark.slow
 def test_the_asset_reads_each_version_once(demo_warehouse, tmp_path):
     drop = tmp_path / "judgments"
     shutil.copytree(demo_warehouse.judgments_root(), drop)

@@ -163,6 +163,7 @@ def test_modalities_are_ranked_separately(demo_warehouse):
     assert sorted(r["rank_in_modality"] for r in rows if r["modality"] == "images") == [1]
 
 
+@pytest.mark.slow
 def test_a_second_profile_is_a_data_change_only(demo_warehouse, tmp_path):
     sql = tmp_path / "sql"
     shutil.copytree(SQL_DIR, sql, ignore=shutil.ignore_patterns("target", "logs"))

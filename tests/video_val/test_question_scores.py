@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 
 from dagster_project.parts import PartStore
 from dagster_project.runner import materialize
@@ -61,6 +62,7 @@ def _parts(home: Path) -> set[str]:
     return set(question_scores_store(home).all_keys())
 
 
+@pytest.mark.slow
 def test_a_file_rewrites_only_the_checkpoints_it_holds(demo_warehouse, tmp_path):
     """A late file with one more sample of an existing checkpoint, a repeat and a conflict of
     an existing record, and a checkpoint of its own: two parts written, one replaced; the
@@ -146,6 +148,7 @@ def test_a_question_part_of_two_checkpoints_or_a_repeated_key_is_named(demo_ware
                                     ["zz_again.0123456789abcdef"]}
 
 
+@pytest.mark.slow
 def test_tests_and_previews_are_not_run_again_on_unchanged_inputs(demo_warehouse, tmp_path):
     settings = copy_home(demo_warehouse, tmp_path / "home")
     select = "key:vv_scores or key:rvp_leaderboard"

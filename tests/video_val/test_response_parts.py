@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from dagster_project.parts import SCHEMA_PART
 from dagster_project.runner import materialize
@@ -102,6 +103,7 @@ def _observed(settings):
     return status, tables
 
 
+@pytest.mark.slow
 def test_incremental_ingest_equals_the_full_one(demo_warehouse, tmp_path, monkeypatch):
     drop = tmp_path / "drop"
     drop.mkdir()
@@ -135,6 +137,7 @@ def test_incremental_ingest_equals_the_full_one(demo_warehouse, tmp_path, monkey
     assert _observed(settings)[1] == incremental
 
 
+@pytest.mark.slow
 def test_parts_follow_the_folder_and_parse_once(demo_warehouse, tmp_path):
     drop = tmp_path / "drop"
     drop.mkdir()
@@ -176,6 +179,7 @@ def _written(outcome, key: str) -> int:
     return event.materialization.metadata["parts_written"].value
 
 
+@pytest.mark.slow
 def test_a_rerun_writes_nothing_and_a_new_version_only_its_parts(demo_warehouse, tmp_path):
     drop = tmp_path / "responses"
     shutil.copytree(demo_warehouse.responses_root(), drop)

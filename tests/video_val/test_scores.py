@@ -228,6 +228,7 @@ def responses_home(demo_warehouse, tmp_path):
     return settings_for(home, responses_dir=str(drop)), drop
 
 
+@pytest.mark.slow
 def test_bad_responses_are_rejected_with_reasons(responses_home):
     settings, drop = responses_home
     good = (drop / "base-rl.jsonl").read_text().splitlines()[0]
@@ -252,6 +253,7 @@ def test_bad_responses_are_rejected_with_reasons(responses_home):
         "video_holmes_test:0", "F")
 
 
+@pytest.mark.slow
 def test_responses_sensor(responses_home):
     from dagster_project.defs.video_val.sensors import vv_responses_sensor
 

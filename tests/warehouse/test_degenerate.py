@@ -133,6 +133,7 @@ def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
+@pytest.mark.slow
 def test_a_failed_dbt_test_and_model_are_named_with_dbts_message(demo_warehouse, tmp_path):
     settings = copy_home(demo_warehouse, tmp_path / "home")
     judgments = settings.home / "tables" / "raw" / "rvp_judgments.parquet"

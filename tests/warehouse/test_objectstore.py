@@ -47,6 +47,7 @@ def s3_endpoint():
     proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_views_read_the_warehouse_from_s3(demo_warehouse, s3_endpoint, tmp_path):
     writer, reader = s3_filesystems(s3_endpoint, key="test", secret="test")
     written = publish_tables(demo_warehouse.tables_dir, "s3://benchlake/warehouse/tables", writer)
