@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from dagster_project.runner import materialize
 from dagster_project.tables import table_path
@@ -29,6 +30,7 @@ def _rows(outcome, name: str) -> int:
     return event.materialization.metadata["dagster/row_count"].value
 
 
+@pytest.mark.slow
 def test_unchanged_val_inputs_are_not_read_again_and_a_change_is(demo_warehouse, tmp_path):
     parquets = tmp_path / "parquets"
     shutil.copytree(demo_warehouse.video_val_source_or_demo(), parquets)
