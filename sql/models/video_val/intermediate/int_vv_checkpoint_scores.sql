@@ -1,3 +1,5 @@
+-- Intermediate: what vv_scores shows, kept one checkpoint at a time (an incremental table:
+-- macros/vv_question_parts.sql; every row of a checkpoint is computed from its questions alone).
 -- Per scoring policy, run, checkpoint (step) and data_source: accuracy, format rate and
 -- composite over the responded questions, with n_responded and n_rows (the source's questions)
 -- always shown.
@@ -8,9 +10,10 @@
 -- 'macro' SE is sqrt(sum SE_s^2) / sources (independent sources), its t degrees of freedom
 -- Welch-Satterthwaite's, rounded down.
 WITH questions AS MATERIALIZED (
-    SELECT policy, run_id, step, data_source, hash(video) AS video_key, accuracy, format_rate,
-           composite
+    SELECT policy, run_id, step, part, data_source, hash(video) AS video_key, accuracy,
+           format_rate, composite
     FROM {{ ref('int_vv_row_scores') }}
+    WHERE {{ vv_new_parts() }}
 ),
 rows AS (
     SELECT *, data_source AS scope FROM questions
@@ -27,9 +30,9 @@ sources AS (
     UNION ALL
     SELECT 'all', count(*) FROM {{ ref('stg_vv_questions') }}
 ),
-checkpoints AS (SELECT DISTINCT policy, run_id, step FROM stats),
+checkpoints AS (SELECT DISTINCT policy, run_id, step, part FROM questions),
 with_errors AS (
-    SELECT c.policy, c.run_id, c.step, s.data_source, s.n_rows,
+    SELECT c.policy, c.run_id, c.step, c.part, s.data_source, s.n_rows,
            coalesce(e.accuracy_n, 0) AS n_responded, e.accuracy_mean AS accuracy,
            e.format_rate_mean AS format_rate, e.composite_mean AS composite,
            e.accuracy_se, e.composite_se,
@@ -42,7 +45,8 @@ with_errors AS (
 ),
 macro AS (
     -- a source without a standard error (or a single video) leaves the macro row without one
-    SELECT policy, run_id, step, 'macro' AS data_source, sum(n_rows) AS n_rows,
+    SELECT policy, run_id, step, any_value(part) AS part, 'macro' AS data_source,
+           sum(n_rows) AS n_rows,
            sum(n_responded) AS n_responded, avg(accuracy) AS accuracy,
            avg(format_rate) AS format_rate, avg(composite) AS composite,
            {%- for m in ['accuracy', 'composite'] %}
@@ -59,6 +63,5 @@ macro AS (
 SELECT policy, run_id, step, data_source, n_rows, n_responded, accuracy, format_rate, composite,
        accuracy_se, {{ interval('accuracy', 'accuracy', 'accuracy_se', 'accuracy_df', 0, 1) }},
        composite_se, {{ interval('composite', 'composite', 'composite_se', 'composite_df', 0, 1) }},
-       'clustered:video' AS se_method
+       'clustered:video' AS se_method, part
 FROM (SELECT * FROM with_errors UNION ALL BY NAME SELECT * FROM macro)
-ORDER BY policy, run_id, step, data_source

@@ -1,13 +1,9 @@
--- Paired comparisons of checkpoints over the questions both answered, per scoring policy and
--- data_source (each source, and 'all'). The pairs: every run against every other run at the
--- same step; each run's best checkpoint against every other run's best; and within a run, every
--- checkpoint against the run's best (the runner-up's row is vv_best_checkpoints.best_vs_next_p).
--- accuracy_diff is the mean over common questions of (question accuracy - base question
--- accuracy), each a mean over its samples. Its SE is clustered by video like vv_scores', the
--- interval mean -/+ t(0.975, videos - 1) SE clipped to [-1, 1], p_value the two-sided paired t
--- test on it. mcnemar_p: McNemar's exact test (binomial on the discordant questions) when both
--- sides have one sample per common question, NULL otherwise. The statistics are the macro
--- vv_paired_comparisons (macros/), which vv_best_checkpoints shares.
+-- Intermediate: the pairs of checkpoints vv_run_pairs compares, per scoring policy: every run
+-- against every other run at the same step; each run's best checkpoint against every other
+-- run's best; and within a run, every checkpoint against the run's best (the runner-up's row is
+-- vv_best_checkpoints.best_vs_next_p). With the part each side's questions come from
+-- (stg_vv_question_scores.part): a pair is compared again only when one of its sides changed
+-- (int_vv_pair_comparisons).
 WITH ranks AS MATERIALIZED (
     SELECT policy, run_id, step, rank FROM {{ ref('int_vv_checkpoint_ranks') }}
 ),
@@ -27,6 +23,9 @@ pairs AS (
         JOIN ranks AS b ON b.policy = a.policy AND b.run_id = a.run_id
         WHERE b.rank = 1 AND a.rank > 1
     )
-)
-SELECT * FROM {{ vv_paired_comparisons('pairs') }}
-ORDER BY policy, run_id, step, base_run_id, base_step, data_source
+),
+parts AS (SELECT DISTINCT run_id, step, part FROM {{ ref('int_vv_checkpoint_scores') }})
+SELECT p.policy, p.run_id, p.step, p.base_run_id, p.base_step, a.part, b.part AS base_part
+FROM pairs AS p
+JOIN parts AS a ON a.run_id = p.run_id AND a.step = p.step
+JOIN parts AS b ON b.run_id = p.base_run_id AND b.step = p.base_step
