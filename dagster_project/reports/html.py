@@ -327,7 +327,8 @@ def _checkpoint_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, commo
         con, "SELECT * FROM vv_breakdowns WHERE policy = ? AND n_responded > 0 "
              "ORDER BY data_source, dimension, value", [policy])], "key")
     browsed: set[tuple] = set()
-    if {"vv_scored_responses", "vv_responses", "vv_best_checkpoints"} <= views:
+    if {"stg_vv_scored_responses", "stg_vv_responses", "vv_questions",
+            "vv_best_checkpoints"} <= views:
         browsed = {(r["run_id"], r["step"]) for r in _rows(con, """
             SELECT run_id, best_step AS step FROM vv_best_checkpoints WHERE policy = $1
             UNION SELECT run_id, max(step) FROM vv_scores WHERE policy = $1 GROUP BY run_id""",
