@@ -37,6 +37,7 @@ from dagster_project.reports.charts import safe_name
 from dagster_project.reports.markdown import NULL_MARK, format_number
 from dagster_project.video_val.policies import default_policy_row
 from dagster_project.warehouse.catalog import view_names
+from dagster_project.warehouse.seeds import read_seed
 
 TEMPLATES = Path(__file__).with_name("templates")
 QUESTION_TEXT_MAX = 4000  # characters of a response shown in the question browser
@@ -72,6 +73,35 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: Iterable[Any] = ()) 
     rel = con.execute(sql, list(params))
     names = [d[0] for d in rel.description]
     return [dict(zip(names, row, strict=True)) for row in rel.fetchall()]
+
+
+def _checkpoint_questions(con: duckdb.DuckDBPyConnection, run_id: str, step: int,
+                          format_column: str) -> list[dict]:
+    """Every counted response of one checkpoint, as vv_scored_responses has it under the
+    default policy (its format rule's column), with its question and the start of its text.
+    Read from that checkpoint's scored and response parts only (first record of each key, as
+    int_vv_later_records decides it: a key repeats only within its checkpoint), so a page costs
+    its checkpoint, not the campaign, and holds no more than its rows."""
+    return _rows(con, f"""
+        WITH scored AS (
+            SELECT * FROM stg_vv_scored_responses WHERE run_id = $1 AND step = $2
+            QUALIFY row_number() OVER (PARTITION BY uid, sample_idx
+                                       ORDER BY source_file, file_version, line) = 1
+        ),
+        responses AS (
+            SELECT source_file, file_version, line,
+                   left(response, {QUESTION_TEXT_MAX}) AS response
+            FROM stg_vv_responses WHERE run_id = $1 AND step = $2
+        )
+        SELECT s.run_id, s.step, s.uid, s.sample_idx, q.question,
+               list_transform(q.options, lambda o: o.letter || '. ' || o.text) AS options,
+               s.ground_truth, s.extracted, s.extraction_method, s.correct,
+               s."{format_column}" AS format_ok, r.response
+        FROM scored AS s
+        JOIN vv_questions AS q USING (uid)
+        LEFT JOIN responses AS r ON r.source_file = s.source_file
+              AND r.file_version = s.file_version AND r.line = s.line
+        ORDER BY s.uid, s.sample_idx""", [run_id, step])
 
 
 def evaluation_page(evaluation_id: str) -> str:
@@ -287,39 +317,22 @@ def _evaluation_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, media
 
 def _checkpoint_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, common: dict,
                       charts: list[str], views: set[str]) -> list[str]:
-    policy = default_policy_row()["policy"]
+    policy_row = default_policy_row()
+    policy = policy_row["policy"]
+    format_column = {r["rule"]: r["column"] for r in read_seed("vv_format_rules")}[
+        policy_row["format_rule"]]
     scores = _grouped([dict(r, key=(r["run_id"], r["step"])) for r in _rows(
         con, "SELECT * FROM vv_scores ORDER BY policy, run_id, step, data_source")], "key")
     breakdowns = _grouped([dict(r, key=(r["run_id"], r["step"])) for r in _rows(
         con, "SELECT * FROM vv_breakdowns WHERE policy = ? AND n_responded > 0 "
              "ORDER BY data_source, dimension, value", [policy])], "key")
-    questions: dict[tuple, list[dict]] = defaultdict(list)
-    if {"vv_scored_responses", "vv_responses", "vv_best_checkpoints"} <= views:
-        # one pass over the responses for every browsed checkpoint: each run's best and last
-        rows = _rows(con, f"""
-            WITH browsed AS (
-                SELECT run_id, best_step AS step FROM vv_best_checkpoints WHERE policy = $1
-                UNION SELECT run_id, max(step) FROM vv_scores WHERE policy = $1 GROUP BY run_id
-            ),
-            responses AS (
-                SELECT DISTINCT ON (run_id, step, uid, sample_idx)
-                       run_id, step, uid, sample_idx,
-                       left(response, {QUESTION_TEXT_MAX}) AS response
-                FROM vv_responses SEMI JOIN browsed USING (run_id, step)
-                ORDER BY run_id, step, uid, sample_idx, source_file, file_version, line
-            )
-            SELECT s.run_id, s.step, s.uid, s.sample_idx, q.question,
-                   list_transform(q.options, lambda o: o.letter || '. ' || o.text) AS options,
-                   s.ground_truth, s.extracted, s.extraction_method, s.correct, s.format_ok,
-                   r.response
-            FROM vv_scored_responses AS s
-            SEMI JOIN browsed AS b ON b.run_id = s.run_id AND b.step = s.step
-            JOIN vv_questions AS q USING (uid)
-            LEFT JOIN responses AS r USING (run_id, step, uid, sample_idx)
-            WHERE s.policy = $1
-            ORDER BY s.run_id, s.step, s.uid, s.sample_idx""", [policy])
-        for r in rows:
-            questions[(r["run_id"], r["step"])].append(r)
+    browsed: set[tuple] = set()
+    if {"stg_vv_scored_responses", "stg_vv_responses", "vv_questions",
+            "vv_best_checkpoints"} <= views:
+        browsed = {(r["run_id"], r["step"]) for r in _rows(con, """
+            SELECT run_id, best_step AS step FROM vv_best_checkpoints WHERE policy = $1
+            UNION SELECT run_id, max(step) FROM vv_scores WHERE policy = $1 GROUP BY run_id""",
+            [policy])}
     template = env.get_template("checkpoint.html.j2")
     written = []
     for run_id, step in sorted(scores):
@@ -328,7 +341,8 @@ def _checkpoint_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, commo
         page = template.render(
             root=root, run_id=run_id, step=step, policy=policy, scores=scores[(run_id, step)],
             breakdowns=breakdowns.get((run_id, step), []),
-            questions=questions.get((run_id, step)),
+            questions=(_checkpoint_questions(con, run_id, step, format_column) or None)
+            if (run_id, step) in browsed else None,
             charts=[root + c for c in charts if c.startswith("charts/vv_accuracy_by_step_")],
             **common)
         written.append(_write(out, rel, page))

@@ -8,8 +8,10 @@
     Built for campaigns of hundreds of checkpoints: a pair and its mirror are computed once (the
     mirror negates the difference, swaps the discordant counts and keeps every p); the joined
     questions carry integer ids only (checkpoint, question, video, source) and stream into sums
-    per video, then per pair (macros/statistics.sql), with the 'all' scope as a grouping set. -#}
-{% macro vv_paired_comparisons(pairs) -%}
+    per video, then per pair (macros/statistics.sql), with the 'all' scope as a grouping set.
+    `parts`: when given, the names of the parts of stg_vv_question_scores that hold every
+    checkpoint compared: only those files are read. -#}
+{% macro vv_paired_comparisons(pairs, parts=none) -%}
 (WITH wanted AS (
     SELECT DISTINCT policy, least_pair[1] AS a, least_pair[2] AS b FROM (
         SELECT policy, CASE WHEN (run_id, step) <= (base_run_id, base_step)
@@ -40,16 +42,24 @@ rows AS MATERIALIZED (  -- the per-question view read once, for the checkpoints 
     FROM {{ ref('int_vv_row_scores') }} AS s
     JOIN checkpoints AS c ON c.policy = s.policy AND c.run_id = s.run_id AND c.step = s.step
     JOIN question_ids AS q ON q.uid = s.uid
+    {%- if parts is not none %}
+    WHERE s.part IN ({% for p in parts %}'{{ p | replace("'", "''") }}', {% endfor %}NULL)
+    {%- endif %}
+),
+sides AS MATERIALIZED (  -- each pair's own side first, so the join order is fixed: planned
+    -- freely, DuckDB may join the question rows with themselves on the question alone (hundreds
+    -- of checkpoints each) before the pairs, out of memory at 250 checkpoints
+    SELECT p.pair_id, p.base_ck, r.qid, r.src, r.vid, r.accuracy, r.single
+    FROM unordered AS p JOIN rows AS r ON r.ck = p.ck
 ),
 per_video AS (
-    SELECT p.pair_id, r.src, r.vid, {{ cluster_sums('r.accuracy - b.accuracy', 'diff') }},
+    SELECT r.pair_id, r.src, r.vid, {{ cluster_sums('r.accuracy - b.accuracy', 'diff') }},
            count(*) FILTER (WHERE r.accuracy > b.accuracy) AS n_only_run,
            count(*) FILTER (WHERE r.accuracy < b.accuracy) AS n_only_base,
            bool_and(r.single AND b.single) AS single
-    FROM unordered AS p
-    JOIN rows AS r ON r.ck = p.ck
-    JOIN rows AS b ON b.ck = p.base_ck AND b.qid = r.qid
-    GROUP BY GROUPING SETS ((p.pair_id, r.src, r.vid), (p.pair_id, r.vid))
+    FROM sides AS r
+    JOIN rows AS b ON b.ck = r.base_ck AND b.qid = r.qid
+    GROUP BY GROUPING SETS ((r.pair_id, r.src, r.vid), (r.pair_id, r.vid))
 ),
 totals AS (
     SELECT pair_id, src, {{ clustered_totals('diff') }},

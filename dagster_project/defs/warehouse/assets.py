@@ -135,7 +135,16 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
         # a view is rebuilt when its definition changed; a table also when its data did
         state = {uid: (f"{current[uid]}:{inputs[uid]}" if inputs[uid] else None)
                  if _is_table(uid) else current[uid] for uid in current}
+        # an incremental table reads the new parts of the raw table it is kept over by itself;
+        # anything else it is made of changing rebuilds it from scratch (dropped first)
+        growing = {uid for uid in wanted if _incremental_over(uid)}
+        others = catalog.inputs(home, current, without={_incremental_over(u) for u in growing}
+                                ) if growing else {}
+        for uid in growing:
+            state[uid] = f"{current[uid]}:{others[uid]}:{inputs[uid]}" if others[uid] else None
         rebuild = {uid for uid in wanted if state[uid] is None or built.get(uid) != state[uid]}
+        ws.drop([_relation(uid) for uid in growing & rebuild if state[uid] is None
+                 or (built.get(uid) or "").rpartition(":")[0] != state[uid].rpartition(":")[0]])
         reused = {uid for uid in tests
                   if inputs[uid] and outcomes.get(uid, {}).get("inputs") == inputs[uid]}
         redefined = {uid for uid in rebuild
@@ -230,8 +239,21 @@ def _failed_nodes(results: list[dict[str, Any]]) -> list[str]:
 
 def _is_table(uid: str) -> bool:
     """A model materialized as a table (a mart whose every read would otherwise recompute it
-    over the campaign): rebuilt when the raw tables it reads change."""
-    return _manifest()["nodes"][uid]["config"].get("materialized") == "table"
+    over the campaign), incremental or not: rebuilt when the raw tables it reads change."""
+    return _manifest()["nodes"][uid]["config"].get("materialized") in ("table", "incremental")
+
+
+def _incremental_over(uid: str) -> str | None:
+    """The raw table (as a dbt source id) whose new parts an incremental model reads by itself
+    (`macros/vv_question_parts.sql`): raw vv_question_scores, the only one kept so."""
+    if _manifest()["nodes"][uid]["config"].get("materialized") != "incremental":
+        return None
+    return "source.benchlake.video_val_raw.vv_question_scores"
+
+
+def _relation(uid: str) -> str:
+    node = _manifest()["nodes"][uid]
+    return node.get("alias") or node["name"]
 
 
 def _compiled_before(ws: catalog.Workspace, uid: str) -> str | None:

@@ -1,41 +1,10 @@
 -- Accuracy, format rate and composite per scoring policy, run and checkpoint broken down by a
 -- question attribute: task, category, question_type (Video-MME's duration class), subject. Only
 -- questions carrying that attribute count; n_rows / n_responded are shown per value.
--- Error bars as in vv_scores: clustered by video, t interval clipped to 0-1.
-WITH attrs AS (
-    SELECT uid, data_source, dimension, value
-    FROM (UNPIVOT (SELECT uid, data_source, task, category, question_type, subject
-                   FROM {{ ref('stg_vv_questions') }})
-          ON task, category, question_type, subject INTO NAME dimension VALUE value)
-    WHERE value IS NOT NULL
-),
-checkpoints AS (SELECT DISTINCT policy, run_id, step FROM {{ ref('int_vv_row_scores') }}),
-rows AS MATERIALIZED (
-    SELECT c.policy, c.run_id, c.step, a.data_source, a.dimension, a.value, r.uid, r.video,
-           r.accuracy, r.format_rate, r.composite
-    FROM checkpoints AS c
-    CROSS JOIN attrs AS a
-    LEFT JOIN {{ ref('int_vv_row_scores') }} AS r
-           ON r.policy = c.policy AND r.run_id = c.run_id AND r.step = c.step AND r.uid = a.uid
-),
-errors AS (
-    SELECT * FROM {{ clustered_stats('rows',
-                                     ['policy', 'run_id', 'step', 'data_source', 'dimension',
-                                      'value'], 'hash(video)', ['accuracy', 'composite']) }}
-),
-means AS (
-    SELECT policy, run_id, step, data_source, dimension, value,
-           count(*) AS n_rows, count(uid) AS n_responded, avg(accuracy) AS accuracy,
-           avg(format_rate) AS format_rate, avg(composite) AS composite
-    FROM rows GROUP BY ALL
-)
-SELECT m.*,
-       e.accuracy_se,
-       {{ interval('accuracy', 'm.accuracy', 'e.accuracy_se', 'e.accuracy_clusters - 1', 0, 1) }},
-       e.composite_se,
-       {{ interval('composite', 'm.composite', 'e.composite_se', 'e.composite_clusters - 1',
-                   0, 1) }},
-       'clustered:video' AS se_method
-FROM means AS m
-JOIN errors AS e USING (policy, run_id, step, data_source, dimension, value)
+-- Error bars as in vv_scores: clustered by video, t interval clipped to 0-1. Computed one
+-- checkpoint at a time, when its questions arrive: int_vv_checkpoint_breakdowns says how.
+SELECT policy, run_id, step, data_source, dimension, value, n_rows, n_responded, accuracy,
+       format_rate, composite, accuracy_se, accuracy_ci_low, accuracy_ci_high, composite_se,
+       composite_ci_low, composite_ci_high, se_method
+FROM {{ ref('int_vv_checkpoint_breakdowns') }}
 ORDER BY policy, run_id, step, data_source, dimension, value

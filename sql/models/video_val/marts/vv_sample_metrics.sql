@@ -3,5 +3,5 @@
 -- extraction do not vote; a tie goes to the alphabetically first letter), from the samples
 -- counted per question when its checkpoint's responses arrived (stg_vv_question_scores).
 SELECT run_id, step, uid, data_source, k, n_correct / k AS mean_at_k, n_correct > 0 AS pass_at_k,
-       majority_letter, coalesce(majority_letter = ground_truth, false) AS majority_correct
+       majority_letter, coalesce(majority_letter = ground_truth, false) AS majority_correct, part
 FROM {{ ref('stg_vv_question_scores') }}

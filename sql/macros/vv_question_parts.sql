@@ -1,0 +1,52 @@
+{#- Tables kept up to date one checkpoint at a time. raw vv_question_scores holds one part (file)
+    per checkpoint (run_id, step), named by the key of what its rows were computed from
+    (dagster_project/video_val/question_scores.py): a checkpoint whose rows change gets a part of
+    a new name, and the old one is removed. A model materialized `incremental` over it keeps each
+    row's `part` (stg_vv_question_scores.part) and, on each build,
+      pre_hook vv_drop_gone_parts()  deletes the rows of the parts no longer there (a checkpoint
+                                     rewritten by a late file, or gone);
+      vv_new_parts()                 filters the question rows to the parts it does not hold yet
+                                     (a list of names: DuckDB then opens only those files);
+    so adding or changing a checkpoint costs O(that checkpoint), whatever the campaign. Anything
+    else it reads changing (its SQL, a seed, the questions) rebuilds it from scratch: the build
+    drops it first (defs/warehouse/assets.py). -#}
+
+{% macro vv_question_parts() -%}
+(SELECT parse_filename(file) AS part
+ FROM glob('{{ env_var("BENCHLAKE_HOME") | replace("'", "''") }}/tables/raw/vv_question_scores/*.parquet')
+ WHERE parse_filename(file) <> '_schema.parquet')
+{%- endmacro %}
+
+{% macro vv_drop_gone_parts(part='part') -%}
+{%- if is_incremental() -%}
+DELETE FROM {{ this }} WHERE {{ part }} NOT IN (SELECT part FROM {{ vv_question_parts() }})
+{%- endif -%}
+{%- endmacro %}
+
+{#- `column IN (<the parts this table does not hold yet>)` on an incremental build, else TRUE. -#}
+{% macro vv_new_parts(column='part') -%}
+{%- if is_incremental() and execute -%}
+  {%- set found = run_query("SELECT part FROM " ~ vv_question_parts() ~ " EXCEPT SELECT part FROM "
+                            ~ this ~ " ORDER BY part") -%}
+  {%- set parts = found.columns[0].values() -%}
+  {%- if parts -%}
+{{ column }} IN ({% for p in parts %}'{{ p | replace("'", "''") }}'{{ ', ' if not loop.last }}{% endfor %})
+  {%- else -%}
+FALSE
+  {%- endif -%}
+{%- else -%}
+TRUE
+{%- endif -%}
+{%- endmacro %}
+
+{#- int_vv_pair_comparisons' pre_hook: delete every pair no longer wanted on the current parts of
+    both its sides (int_vv_wanted_pairs). -#}
+{% macro vv_drop_unwanted_pairs() -%}
+{%- if is_incremental() -%}
+DELETE FROM {{ this }} AS held WHERE NOT EXISTS (
+    SELECT 1 FROM {{ ref('int_vv_wanted_pairs') }} AS w
+    WHERE w.policy = held.policy AND w.run_id = held.run_id AND w.step = held.step
+      AND w.base_run_id = held.base_run_id AND w.base_step = held.base_step
+      AND w.part = held.part AND w.base_part = held.base_part)
+{%- endif -%}
+{%- endmacro %}
