@@ -75,13 +75,15 @@ def test_raw_schema_is_what_the_staging_yaml_declares(table: str, tmp_path: Path
 
 
 @pytest.mark.parametrize("table", RAW_TABLES)
-def test_view_only_columns_are_the_abspaths_the_staging_sql_adds(table: str):
+def test_view_only_columns_are_the_abspaths_and_part_names_the_staging_sql_adds(table: str):
     model = _model(table)
     derived = [c["name"] for c in model["columns"] if (c.get("meta") or {}).get("derived")]
     paths = {c["name"] for c in raw_columns(table) if (c.get("meta") or {}).get("path")}
     sql = staging_yaml(table).with_suffix(".sql").read_text()
     added = dict(re.findall(r"abspath\('(\w+)'\)\s*}}\s+AS\s+(\w+)", sql, flags=re.I))
-    assert sorted(added.values()) == sorted(derived), table
+    # the file a row of a parted table comes from (the incremental tables keep it)
+    parts = re.findall(r"parse_filename\(filename\)\s+AS\s+(\w+)", sql, flags=re.I)
+    assert sorted([*added.values(), *parts]) == sorted(derived), table
     assert set(added) <= paths, table
     # the view-only columns come last, after the raw table's own
     assert [c["name"] for c in model["columns"]][len(model["columns"]) - len(derived):] == derived

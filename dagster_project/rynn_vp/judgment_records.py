@@ -25,7 +25,7 @@ import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from dagster_project.dropfolder import read_records
+from dagster_project.records import read_records
 from dagster_project.settings import ASSETS_DIR
 from dagster_project.warehouse.seeds import read_seed
 

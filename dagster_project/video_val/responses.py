@@ -32,7 +32,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from dagster_project.dropfolder import (
+from dagster_project.records import (
     NO_RECORDS,
     Record,
     jsonl_blocks,

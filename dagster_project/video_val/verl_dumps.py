@@ -34,7 +34,7 @@ from typing import Any
 
 import polars as pl
 
-from dagster_project.dropfolder import Record
+from dagster_project.records import Record
 from dagster_project.video_val.schema import SOURCES
 
 # What verl writes itself; every other key of a line is the reward function's extra info.

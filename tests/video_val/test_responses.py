@@ -11,7 +11,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from dagster_project.dropfolder import NO_RECORDS, Record, _jsonl, jsonl_blocks, jsonl_record
+from dagster_project.records import NO_RECORDS, Record, _jsonl, jsonl_blocks, jsonl_record
 from dagster_project.tables import rows_to_table, streaming_parquet
 from dagster_project.video_val import responses
 from dagster_project.video_val.responses import (
