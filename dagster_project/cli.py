@@ -223,15 +223,22 @@ def incomplete_tables(con: Any, sql: str) -> dict[str, str]:
         return {}
     if not status:
         return {}
+    from dagster_project.warehouse.catalog import raw_tables_read
+
     views = dict(con.execute("SELECT view_name, sql FROM duckdb_views() "
                              "WHERE NOT internal").fetchall())
+    built = raw_tables_read()  # what a model built as a table read when it was built
     seen, todo, tables = set(), [sql], set()
     while todo:  # the views the text names, their views, ... and the tables under them
         text = todo.pop()
         tables |= set(_TABLE_IN_VIEW.findall(text))
-        for name in set(re.findall(r"\w+", text)) & views.keys() - seen:
-            seen.add(name)
-            todo.append(views[name])
+        for name in set(re.findall(r"\w+", text)) - seen:
+            if name in views:
+                seen.add(name)
+                todo.append(views[name])
+            elif name in built:
+                seen.add(name)
+                tables |= built[name]
     # the catalog itself: a dbt build that did not finish may have replaced some views only
     return {table: (f"run {run} started writing it and did not finish (failed, killed or still "
                     "running): the data served is from an earlier run, if any")

@@ -372,6 +372,26 @@ def _nodes_of(manifest_path: str, mtime_ns: int) -> tuple[Node, ...]:
                          for n in kept.values()), key=lambda n: n.name))
 
 
+def raw_tables_read() -> dict[str, frozenset[str]]:
+    """The raw tables each model and seed reads, directly or through other models, by name (a
+    model materialized as a table keeps no SQL in the catalog to trace them by)."""
+    manifest = _manifest()
+    nodes, sources = manifest["nodes"], manifest["sources"]
+    found: dict[str, frozenset[str]] = {}
+
+    def reads(uid: str) -> frozenset[str]:
+        if uid in sources:
+            return frozenset([sources[uid]["name"]])
+        if uid not in found:
+            found[uid] = frozenset()  # a cycle reads nothing more
+            found[uid] = frozenset().union(*(reads(d) for d in nodes.get(uid, {}).get(
+                "depends_on", {}).get("nodes", [])))
+        return found[uid]
+
+    return {n["name"]: reads(uid) for uid, n in nodes.items()
+            if n["resource_type"] in ("model", "seed")}
+
+
 def unique_ids() -> dict[str, str]:
     """Every model and seed's dbt unique id (the key of `inputs` and the outcomes), by name."""
     return {n["name"]: uid for uid, n in _manifest()["nodes"].items()
