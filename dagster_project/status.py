@@ -65,10 +65,10 @@ def mark_written(home: Path, table: str, run_id: str, rows: int) -> None:
 # inputs, the table complete and its files as written, describes it again without a read.
 
 
-def _identity(path: Path) -> list[int] | None:
+def file_identity(path: Path | str) -> list[int] | None:
     """The file cache's identity of `path` (size, mtime, inode), as JSON; None if it is gone."""
     try:
-        return list(Identity.of(path.stat()))
+        return list(Identity.of(Path(path).stat()))
     except OSError:
         return None
 
@@ -79,7 +79,7 @@ def remember_inputs(home: Path, table: str, inputs: str, files: list[Path],
     digest of all it reads) and described by `description` (JSON-able: rows, data version,
     metadata). The files are named relative to the home: a copied home checks its own."""
     _update(home, table, inputs=inputs, description=description,
-            files={Path(p).relative_to(home).as_posix(): _identity(Path(p)) for p in files})
+            files={Path(p).relative_to(home).as_posix(): file_identity(Path(p)) for p in files})
 
 
 def unchanged(home: Path, table: str, inputs: str) -> dict[str, object] | None:
@@ -93,6 +93,6 @@ def unchanged(home: Path, table: str, inputs: str) -> dict[str, object] | None:
             or not state.get("files")):
         return None
     for path, identity in state["files"].items():
-        if identity is None or _identity(home / path) != identity:
+        if identity is None or file_identity(home / path) != identity:
             return None
     return state.get("description")

@@ -116,6 +116,15 @@ def dbt_views(sql_dir: Path, home: Path | str, workdir: Path) -> Any:
     return con
 
 
+def table_identities(home: Path, names: tuple[str, ...]) -> dict[str, tuple[int, int]]:
+    """(inode, mtime) of each raw table's file: what tells a table written again from one left
+    as it was."""
+    from dagster_project.tables import table_path
+
+    return {name: (os.stat(table_path(home, name)).st_ino,
+                   os.stat(table_path(home, name)).st_mtime_ns) for name in names}
+
+
 def copy_home(settings: Settings, dest: Path, **overrides: str) -> Settings:
     """A private, writable copy of a warehouse (without its Dagster history)."""
     shutil.copytree(settings.home, dest, ignore=shutil.ignore_patterns("dagster", ".built", ".checks.json"))

@@ -4,14 +4,12 @@ and a changed input, a touched table or an unfinished write makes it do its work
 
 from __future__ import annotations
 
-import os
 import shutil
-from pathlib import Path
 
 from dagster_project.runner import materialize
 from dagster_project.status import mark_started, mark_written, remember_inputs, unchanged
 from dagster_project.tables import atomic_write_bytes, table_path
-from tests.conftest import copy_home
+from tests.conftest import copy_home, table_identities
 
 # the Python steps of the group, and what they write (the views are not needed here)
 STEPS = ("rvp_checksums", "rvp_media", "rvp_candidates", "rvp_judge_packets",
@@ -51,11 +49,6 @@ def test_unchanged_needs_same_inputs_a_finished_write_and_the_files_as_written(t
     assert unchanged(home, "t", "k") is None
 
 
-def _identities(home: Path) -> dict[str, tuple[int, int]]:
-    return {name: (os.stat(table_path(home, name)).st_ino,
-                   os.stat(table_path(home, name)).st_mtime_ns) for name in STEPS}
-
-
 def _metadata(outcome, name: str) -> dict:
     [event] = [e for e in outcome.get_asset_materialization_events()
                if e.asset_key.to_user_string() == f"raw_{name}"]
@@ -71,10 +64,10 @@ def test_nothing_changed_rewrites_nothing_and_a_changed_input_is_read(
     home = settings.home
     first = materialize(settings, SELECT, checks=False)  # a copied home: every step works
     assert first.success
-    before = _identities(home)
+    before = table_identities(home, STEPS)
     again = materialize(settings, SELECT, checks=False)
     assert again.success
-    assert _identities(home) == before  # no table written again
+    assert table_identities(home, STEPS) == before  # no table written again
     work = {"units_built", "file_versions_checked"}  # what a run did: nothing, this time
     for name in STEPS:  # described as when written
         now, then = _metadata(again, name), _metadata(first, name)
@@ -92,7 +85,7 @@ def test_nothing_changed_rewrites_nothing_and_a_changed_input_is_read(
     outcome = materialize(settings, SELECT, checks=False)
     assert outcome.success and gone.is_file()
     assert _metadata(outcome, "rvp_evaluations")["parts_written"] == 1  # that case, same key
-    assert _identities(home) == before
+    assert table_identities(home, STEPS) == before
 
     # a snapshot file changed: its checksum is verified again and the case refused
     task = sorted(rynn_vp_copy.glob("cases/*/task.json"))[0]
@@ -102,7 +95,7 @@ def test_nothing_changed_rewrites_nothing_and_a_changed_input_is_read(
     shutil.copy(video[-1], video[0])
     outcome = materialize(settings, SELECT, checks=False)
     assert outcome.success
-    after = _identities(home)
+    after = table_identities(home, STEPS)
     assert after["rvp_checksums"] != before["rvp_checksums"]
     assert after["rvp_candidates"] != before["rvp_candidates"]
     assert _metadata(outcome, "rvp_checksums")["status_counts"]["mismatch"] == 1

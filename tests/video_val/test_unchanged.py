@@ -4,24 +4,17 @@ and describe them as then; a video that disappears, or a parquet rewritten, make
 
 from __future__ import annotations
 
-import os
 import shutil
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from dagster_project.runner import materialize
 from dagster_project.tables import table_path
-from tests.conftest import copy_home
+from tests.conftest import copy_home, table_identities
 
 STEPS = ("vv_questions", "vv_videos", "vv_frame_plan")
 SELECT = " or ".join(f"key:raw_vv_{t}" for t in ("source", *[s[3:] for s in STEPS]))
-
-
-def _identities(home: Path) -> dict[str, tuple[int, int]]:
-    return {name: (os.stat(table_path(home, name)).st_ino,
-                   os.stat(table_path(home, name)).st_mtime_ns) for name in STEPS}
 
 
 def _rows(outcome, name: str) -> int:
@@ -43,9 +36,9 @@ def test_unchanged_val_inputs_are_not_read_again_and_a_change_is(demo_warehouse,
     home = settings.home
     first = materialize(settings, SELECT, checks=False)
     assert first.success
-    before = _identities(home)
+    before = table_identities(home, STEPS)
     again = materialize(settings, SELECT, checks=False)
-    assert again.success and _identities(home) == before  # nothing written again
+    assert again.success and table_identities(home, STEPS) == before  # nothing written again
     for name in STEPS:
         assert _rows(again, name) == _rows(first, name)
 
@@ -54,18 +47,18 @@ def test_unchanged_val_inputs_are_not_read_again_and_a_change_is(demo_warehouse,
     gone.unlink()
     third = materialize(settings, SELECT, checks=False)
     assert third.success
-    assert all(_identities(home)[name] != before[name] for name in STEPS)
+    assert all(table_identities(home, STEPS)[name] != before[name] for name in STEPS)
     missing = pq.read_table(table_path(home, "vv_questions"),
                             columns=["video_path", "video_exists"]).to_pylist()
     assert any(not r["video_exists"] for r in missing)
     assert all(r["video_exists"] for r in missing if not r["video_path"].endswith(gone.name))
 
     # A parquet rewritten with the same bytes but a new identity is read again.
-    before = _identities(home)
+    before = table_identities(home, STEPS)
     source = sorted(parquets.glob("*.parquet"))[0]
     data = source.read_bytes()
     source.unlink()
     source.write_bytes(data)
     fourth = materialize(settings, SELECT, checks=False)
     assert fourth.success
-    assert _identities(home)["vv_questions"] != before["vv_questions"]
+    assert table_identities(home, STEPS)["vv_questions"] != before["vv_questions"]

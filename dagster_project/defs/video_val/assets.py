@@ -32,9 +32,8 @@ from dagster_project.dropfolder import (
     stat_listing,
     versions_of,
 )
-from dagster_project.filecache import Identity
 from dagster_project.hub import parse_hub_uri
-from dagster_project.status import mark_written
+from dagster_project.status import file_identity, mark_written
 from dagster_project.tables import content_version, read_table, rows_to_table, write_table
 from dagster_project.video_val.frame_plan import FRAME_PLAN_SCHEMA, plan_video
 from dagster_project.video_val.frames import FRAMES_VERSION, sync_frames
@@ -149,7 +148,7 @@ def vv_questions(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     prefix_map = parse_prefix_map(s.video_val_prefix_map_or_demo())
     roots = video_roots(prefix_map, s.video_val_roots)
     sources = benchlake.read("vv_source").to_pylist()
-    inputs = step_inputs([(src["file_path"], _identity(src["file_path"])) for src in sources],
+    inputs = step_inputs([(src["file_path"], file_identity(src["file_path"])) for src in sources],
                          prefix_map, [str(r) for r in roots])
     if _videos_as_found(benchlake, roots) and (
             done := described_again(context, benchlake, inputs, "vv_questions")):
@@ -185,13 +184,6 @@ def vv_questions(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
                              also=[benchlake.table_path("vv_rejects", "vv_questions")],
                              rows_per_source=counts)
     yield _val_rejects_result(context, benchlake)
-
-
-def _identity(path: str) -> tuple | None:
-    try:
-        return tuple(Identity.of(Path(path).stat()))
-    except OSError:
-        return None
 
 
 def _videos_as_found(benchlake: BenchlakeSettings, roots: list) -> bool:
@@ -236,7 +228,7 @@ def vv_videos(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     for q in benchlake.read("vv_questions", ["video_path", "video_in_roots"]).to_pylist():
         if q["video_in_roots"]:
             counts[q["video_path"]] = counts.get(q["video_path"], 0) + 1
-    inputs = step_inputs([(p, n, _identity(p)) for p, n in sorted(counts.items())])
+    inputs = step_inputs([(p, n, file_identity(p)) for p, n in sorted(counts.items())])
     if (done := described_again(context, benchlake, inputs, "vv_videos")):
         return done[0]
     started(context, benchlake)
