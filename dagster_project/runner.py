@@ -177,7 +177,7 @@ def materialize(
     from dagster._core.definitions.job_base import InMemoryJob
     from dagster._core.execution.api import execute_run
 
-    from dagster_project.defs.resources import BenchlakeSettings, dbt_resource
+    from dagster_project.defs.resources import BenchlakeSettings
     from dagster_project.warehouse.catalog import ensure_published
 
     loaded = definitions()
@@ -187,7 +187,7 @@ def materialize(
         assets=loaded.assets, asset_checks=loaded.asset_checks, jobs=loaded.jobs,
         sensors=loaded.sensors, schedules=loaded.schedules, loggers=loaded.loggers,
         resources={**(loaded.resources or {}),
-                   "benchlake": BenchlakeSettings.from_settings(settings), "dbt": dbt_resource()})
+                   "benchlake": BenchlakeSettings.from_settings(settings)})
     keys = selected_keys(defs, select)
     config = {**IN_PROCESS, **(run_config or {})}
     if progress:

@@ -2,9 +2,7 @@
 write and describe its raw tables."""
 
 import functools
-import importlib.metadata
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -13,8 +11,6 @@ from typing import Any, Literal
 import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dagster_dbt import DbtCliResource
-from packaging import version
 
 from dagster_project.parts import SCHEMA_PART, digest
 from dagster_project.settings import Settings
@@ -27,7 +23,6 @@ from dagster_project.tables import (
     write_table,
 )
 from dagster_project.warehouse.previews import markdown_preview
-from dagster_project.warehouse.project import DBT_PROJECT, dbt_command
 
 
 class BenchlakeSettings(dg.ConfigurableResource):
@@ -209,31 +204,9 @@ def drop_folder_sensor_result(
                            cursor=new_cursor, asset_events=[observed])
 
 
-class BenchlakeDbt(DbtCliResource):
-    """dagster-dbt's dbt CLI resource, without the two things it does per call that benchlake
-    does not use: a `dbt --version` subprocess (the version is the installed dbt-core's) and an
-    in-process dbt adapter (only used to fetch column metadata). Each costs seconds per step."""
-
-    @functools.cached_property
-    def _cli_version(self) -> version.Version:
-        return version.parse(importlib.metadata.version("dbt-core"))
-
-    def _initialize_dbt_core_adapter(self, args: Sequence[str]) -> Any:
-        return None  # dagster-dbt then runs dbt without an adapter handle (none is needed)
-
-
-def dbt_resource() -> DbtCliResource:
-    """dbt of this environment over the project in `sql/`, dying with the process that starts it
-    (`dbt_command`: the program and its first arguments, which dagster-dbt puts first)."""
-    program, *first = dbt_command()
-    return BenchlakeDbt(project_dir=DBT_PROJECT, profiles_dir=os.fspath(DBT_PROJECT.profiles_dir),
-                        dbt_executable=program, global_config_flags=first)
-
-
 @dg.definitions
 def resources() -> dg.Definitions:
     # The environment is read here, once, when the code location loads; never in asset bodies.
     return dg.Definitions(resources={
         "benchlake": BenchlakeSettings.from_settings(Settings.from_env()),
-        "dbt": dbt_resource(),
     })

@@ -3,22 +3,21 @@ the assets' checks. One step runs `dbt build` over exactly what Dagster selected
 publishes the catalog (`warehouse/catalog.py`)."""
 
 
-import contextlib
 import functools
 import graphlib
 import json
-import os
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import dagster as dg
-from dagster_dbt import DagsterDbtTranslator, DbtCliResource, dbt_assets
+from dagster_dbt import DagsterDbtTranslator, dbt_assets
 from dagster_dbt.asset_utils import DAGSTER_DBT_UNIQUE_ID_METADATA_KEY
+from dagster_dbt.core.dbt_cli_event import DbtCoreCliEventMessage
 
 from dagster_project.defs.resources import BenchlakeSettings, raw_key
 from dagster_project.status import mark_started, mark_written
-from dagster_project.warehouse import catalog
+from dagster_project.warehouse import catalog, project
 from dagster_project.warehouse.previews import PREVIEW_TAG, preview
 from dagster_project.warehouse.project import DBT_PROJECT, current_manifest
 
@@ -53,21 +52,6 @@ class Translator(DagsterDbtTranslator):
 
 
 TRANSLATOR = Translator()
-
-
-@contextlib.contextmanager
-def _environment(values: Mapping[str, str]) -> Iterator[None]:
-    """dagster-dbt starts dbt with this process's environment: set ours for the call."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @functools.cache
@@ -109,8 +93,7 @@ def _selection(context: dg.AssetExecutionContext, build: set[str], tests: set[st
             sorted(".".join(n["fqn"]) for n in unwanted))
 
 
-def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
-           benchlake: BenchlakeSettings) -> Iterator[Any]:
+def _build(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings) -> Iterator[Any]:
     """`dbt build` of the step's models, seeds and tests in the home's dbt workspace, then the
     catalog published (`warehouse/catalog.py`). A model or seed whose definition is the one
     the workspace already holds (`catalog.definitions`: a view reads the Parquet when queried)
@@ -154,23 +137,20 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource,
             # The catalog is a table of its own in benchlake_status: a build that dies leaves
             # it incomplete (and a marker exists before the status view is first built).
             mark_started(home, CATALOG, run_id)
-            # Tests exactly as selected (no indirect selection): see `_selection`.
-            env = {**ws.env(), "DBT_INDIRECT_SELECTION": "empty"}
-            # Without the context, dagster-dbt adds no selection of its own (it would add every
-            # selected asset, and past 200 nodes copy the project to a temporary folder for a
-            # selector file); its events become the step's outputs and check results here.
-            with _environment(env):
-                invocation = dbt.cli(["build", "--select", " ".join(selection)] + (
-                    ["--exclude", " ".join(excluded)] if excluded else []),
-                                     manifest=_manifest(), dagster_dbt_translator=TRANSLATOR,
-                                     target_path=ws.target, raise_on_error=False)
-                events = [e for raw in invocation.stream_raw_events()
-                          for e in raw.to_default_asset_events(
-                              manifest=_manifest(), dagster_dbt_translator=TRANSLATOR,
-                              context=context, target_path=ws.target, project=DBT_PROJECT)]
-            if invocation.process.returncode not in (0, 1):  # 1: a node failed; else dbt did
-                raise dg.Failure(description=f"dbt build failed: {_dbt_error(invocation)}")
-            results = invocation.get_artifact("run_results.json")["results"]
+            # Tests exactly as selected (no indirect selection): see `_selection`. dbt runs
+            # in this process (`project.build`); its result events become the step's outputs
+            # and check results here, as dagster-dbt makes them of a dbt subprocess's log.
+            done = project.build(
+                ["build", "--select", " ".join(selection), "--indirect-selection", "empty"]
+                + (["--exclude", " ".join(excluded)] if excluded else []),
+                home=home, database=ws.database, target=ws.target)
+            if done.error is not None:
+                raise dg.Failure(description=f"dbt build failed: {_first_line(done.error)}")
+            events = [e for raw in done.events for e in DbtCoreCliEventMessage(
+                raw_event=raw, event_history_metadata={}).to_default_asset_events(
+                    manifest=_manifest(), dagster_dbt_translator=TRANSLATOR, context=context,
+                    target_path=ws.target, project=DBT_PROJECT)]
+            results = done.results
             ws.record_results(results, state)
             ws.record_outcomes({r["unique_id"]: (
                 {"inputs": inputs[r["unique_id"]], "passed_in": run_id}
@@ -303,19 +283,17 @@ _VIEWS = {n["name"] for n in _NODES.values() if n["resource_type"] == "model"} -
 
 @dbt_assets(manifest=MANIFEST, project=DBT_PROJECT, dagster_dbt_translator=TRANSLATOR,
             name="benchlake_rules", select=" ".join(sorted(_RULES)))
-def benchlake_rules(context: dg.AssetExecutionContext, dbt: DbtCliResource,
-                    benchlake: BenchlakeSettings):
+def benchlake_rules(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """The rule tables (`sql/seeds/*.csv`) and the models a Python asset reads (a SQL rule it
     applies), built and tested before the Python assets that read them."""
-    yield from _build(context, dbt, benchlake)
+    yield from _build(context, benchlake)
 
 
 @dbt_assets(manifest=MANIFEST, project=DBT_PROJECT, dagster_dbt_translator=TRANSLATOR,
             name="benchlake_views", select=" ".join(sorted(_VIEWS)))
-def benchlake_views(context: dg.AssetExecutionContext, dbt: DbtCliResource,
-                    benchlake: BenchlakeSettings):
+def benchlake_views(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Every other view, built and tested after the Python assets."""
-    yield from _build(context, dbt, benchlake)
+    yield from _build(context, benchlake)
 
 
 def _first_line(text: str | None) -> str:
@@ -328,18 +306,6 @@ def _first_line(text: str | None) -> str:
 
 
 _HEADER = re.compile(r"^\w+ Error(?: in (?:model|test|seed|unit_test) |$)")  # or bare
-
-
-def _dbt_error(invocation: Any) -> str:
-    """The first line of what dbt logged as an error when it stopped before running its nodes
-    (a profile or project it could not read...), else its exit code."""
-    error = invocation.get_error()
-    text = str(getattr(error, "description", "") or "")
-    said = text.partition("Errors parsed from dbt logs:")[2]
-    lines = [ln for ln in said.splitlines() if ln.strip() and
-             not ln.strip().startswith("Encountered an error")]
-    return (_first_line("\n".join(lines)) if lines
-            else f"exit code {invocation.process.returncode}")
 
 
 class _Previews:
