@@ -42,11 +42,18 @@ def digest(*values: Any) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def fan_out(build: Callable[[Any], Any], jobs: Sequence[Any], workers: int) -> Iterator[Any]:
-    """`build` of every job (the changed parts of a table) over at most `workers` processes
-    (never more than the cores or the jobs), results in job order. The workers die with this
-    process (`lifeline`), whenever it ends."""
+def fan_out(build: Callable[[Any], Any], jobs: Sequence[Any], workers: int,
+            ray_address: str = "", log: Callable[[str], None] | None = None) -> Iterator[Any]:
+    """`build` of every job (the changed parts of a table), results as they finish: on the Ray
+    cluster at `ray_address` when it is set (`cluster.fan_out`, `log` for its progress), else
+    over at most `workers` local processes (never more than the cores or the jobs) that die
+    with this process (`lifeline`), whenever it ends."""
     if not jobs:
+        return
+    if ray_address:
+        from dagster_project import cluster
+
+        yield from cluster.fan_out(build, jobs, ray_address, log)
         return
     n = max(1, min(workers, os.cpu_count() or 1, len(jobs)))
     with process_pool(n) as pool:

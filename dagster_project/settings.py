@@ -48,10 +48,13 @@ class Settings:
     candidates_dir: str = ""
     judgments_dir: str = ""
     responses_dir: str = ""
+    # a Ray cluster for the per-item work (`dagster_project/cluster.py`); empty: local processes
+    ray_address: str = ""
 
     @staticmethod
     def env_name(field_name: str) -> str:
-        return "BENCHLAKE_HOME" if field_name == "home" else field_name.upper()
+        return {"home": "BENCHLAKE_HOME", "ray_address": "BENCHLAKE_RAY_ADDRESS"}.get(
+            field_name, field_name.upper())
 
     @classmethod
     def env_names(cls) -> list[str]:

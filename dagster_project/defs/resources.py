@@ -39,6 +39,7 @@ class BenchlakeSettings(dg.ConfigurableResource):
     candidates_dir: str = ""
     judgments_dir: str = ""
     responses_dir: str = ""
+    ray_address: str = ""
 
     @classmethod
     def from_settings(cls, s: Settings) -> "BenchlakeSettings":

@@ -166,9 +166,10 @@ class EvidenceResult:
 
 
 def sync_evidence(home: Path, log: Callable[[str], None] = lambda _: None,
-                  workers: int = 2) -> EvidenceResult:
+                  workers: int = 2, ray_address: str = "") -> EvidenceResult:
     """Bring the evidence parts in line with the accepted cases (see the module notes); the
-    changed cases fanned out over `workers` processes."""
+    changed cases fanned out over `workers` processes, or as tasks of the Ray cluster at
+    `ray_address` (`parts.fan_out`)."""
     stores = evidence_stores(home)
     for store in stores.values():
         store.ensure_schema()
@@ -177,7 +178,8 @@ def sync_evidence(home: Path, log: Callable[[str], None] = lambda _: None,
     jobs = [(inp, key, str(home)) for inp, key in zip(inputs, keys, strict=True)
             if not _unchanged(stores, key, home, inp.case_id)]
     result = EvidenceResult(cases=len(inputs), built=[job[1] for job in jobs])
-    for done, extracted in enumerate(fan_out(build_case, jobs, workers), 1):
+    for done, extracted in enumerate(fan_out(build_case, jobs, workers, ray_address, log),
+                                     1):
         result.extracted += extracted
         if done % 25 == 0 or done == len(jobs):
             log(f"evidence: {done}/{len(jobs)} changed cases built, "

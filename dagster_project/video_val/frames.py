@@ -126,9 +126,11 @@ def _unchanged(store: PartStore, key: str, home: Path) -> bool:
 
 
 def sync_frames(home: Path, file_cache: Path | None,
-                log: Callable[[str], None] = lambda _: None, workers: int = 2) -> FramesResult:
+                log: Callable[[str], None] = lambda _: None, workers: int = 2,
+                ray_address: str = "") -> FramesResult:
     """Bring `raw_vv_frames` in line with the frame plan (see the module notes); the videos to
-    decode fanned out over `workers` processes."""
+    decode fanned out over `workers` processes, or as tasks of the Ray cluster at
+    `ray_address` (`parts.fan_out`)."""
     store = frames_store(home)
     store.ensure_schema()
     videos = planned_videos(home)
@@ -140,7 +142,7 @@ def sync_frames(home: Path, file_cache: Path | None,
     jobs = [(v, key, str(home)) for v, key in zip(videos, keys, strict=True)
             if not _unchanged(store, key, home)]
     result = FramesResult(videos=len(videos), decoded=[job[1] for job in jobs])
-    for done, _ in enumerate(fan_out(extract_video, jobs, workers), 1):
+    for done, _ in enumerate(fan_out(extract_video, jobs, workers, ray_address, log), 1):
         if done % 50 == 0 or done == len(jobs):
             log(f"val frames: {done}/{len(jobs)} videos decoded")
     result.removed = store.keep(keys)

@@ -297,7 +297,8 @@ def rvp_evidence(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     case is not touched, a changed one decodes only the evaluations whose inputs changed
     (`evaluations_extracted`), fanned out over two processes."""
     started(context, benchlake)
-    result = sync_evidence(benchlake.settings().home, context.log.info)
+    s = benchlake.settings()
+    result = sync_evidence(s.home, context.log.info, ray_address=s.ray_address)
     for table in EVIDENCE_TABLES:
         extra = ({"evaluations_extracted": result.extracted} if table == "rvp_evaluations"
                  else {})

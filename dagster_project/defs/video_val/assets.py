@@ -293,7 +293,7 @@ def vv_frames(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     video is never decoded again; the videos to decode fanned out over two processes."""
     started(context, benchlake)
     s = benchlake.settings()
-    result = sync_frames(s.home, s.file_cache, context.log.info)
+    result = sync_frames(s.home, s.file_cache, context.log.info, ray_address=s.ray_address)
     return parts_result(context, benchlake, "vv_frames", videos=result.videos,
                         parts_written=len(result.decoded), parts_removed=len(result.removed))
 
