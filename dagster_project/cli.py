@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dagster_project.settings import Settings
+from dagster_project.warehouse.objectstore import synced
 
 warnings.filterwarnings("ignore", module="dagster")  # beta/preview notices are not for users
 
@@ -257,6 +258,11 @@ def demo(verbose: Annotated[bool, typer.Option("--verbose", "-v",
                                                 help="stream dbt's log too")] = False) -> None:
     """Build the embedded demo inputs if missing, materialize every asset, print a summary."""
     settings = _settings()
+    with synced(settings.home):
+        _demo(settings, verbose)
+
+
+def _demo(settings: Settings, verbose: bool) -> None:
     run_materialize(settings, "*", verbose)  # every asset, the exports included
     cols, rows = query(settings, "SELECT property, value FROM rvp_dataset_stats")
     _render(cols, rows, "table", title="Rynn-VP dataset statistics (rvp_dataset_stats)")
@@ -296,7 +302,9 @@ def materialize_cmd(
     run; the views are rebuilt and tested by dbt and the catalog published."""
     if select is not None and not select.strip():  # `--select "$SEL"` with SEL unset
         raise CliError("--select is empty: leave it out to materialize everything")
-    run_materialize(_settings(), select, verbose)
+    settings = _settings()
+    with synced(settings.home):
+        run_materialize(settings, select, verbose)
 
 
 @app.command()
@@ -306,7 +314,9 @@ def sql(
     format: Annotated[Format, typer.Option("--format", help="table, csv or json")] = Format.table,
 ) -> None:
     """Run SQL against every view (in-memory DuckDB over the Parquet: never blocks)."""
-    cols, rows = query(_settings(), query_text)
+    settings = _settings()
+    with synced(settings.home, write=False):
+        cols, rows = query(settings, query_text)
     _render(cols, rows, format.value)
 
 
@@ -324,7 +334,8 @@ def export(
 
     settings = _settings()
     root = Path(out_dir).expanduser() if out_dir else settings.exports_dir
-    folder = export_reports(settings.home, root, [profile] if profile else None)
+    with synced(settings.home):
+        folder = export_reports(settings.home, root, [profile] if profile else None)
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     out.print(str(folder), markup=False, soft_wrap=True)
     formats = ",".join(Path(f).suffix[1:] for f in next(iter(manifest["views"].values()))["files"])
@@ -357,8 +368,9 @@ def packets(
     if not table_path(settings.home, "rvp_evaluations").with_suffix("").is_dir():
         raise CliError(f"the warehouse at {settings.home} has no Rynn-VP evidence yet: run "
                        "`benchlake materialize` first")
-    rows = build_packets(settings.home, settings.packets_dir, snapshot_root(settings.home)[0],
-                         system=system, case_id=case)
+    with synced(settings.home):
+        rows = build_packets(settings.home, settings.packets_dir,
+                             snapshot_root(settings.home)[0], system=system, case_id=case)
     if not rows:
         raise CliError(f"no evaluation matches --system {system!r} --case {case!r}")
     _render(["system", "case_id", "role", "n_evidence", "packet_path"],
@@ -438,24 +450,26 @@ def ui(port: Annotated[int, typer.Option("--port", min=1, max=65535,
             if child is not None and child.poll() is None:
                 child.send_signal(signal.SIGINT)
 
-    # The handlers go in first, so no signal can leave `dagster dev` behind. It runs in its own
-    # process group: a terminal's Ctrl-C reaches only this process, which asks `dagster dev`
-    # once to stop (SIGINT: it then shuts its webserver, daemon and code servers down).
-    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, stop) for sig in handled}
-    try:
-        child = subprocess.Popen(cmd, process_group=0, env=env)
-        if stopping:  # a signal came while it was starting
-            child.send_signal(signal.SIGINT)
-        code = child.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if child is not None:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-            _end_group(child.pid)
+    # An s3:// home: pulled now, what the UI's runs wrote pushed when it stops.
+    with synced(settings.home):
+        # The handlers go in first, so no signal can leave `dagster dev` behind. It runs in its own
+        # process group: a terminal's Ctrl-C reaches only this process, which asks `dagster dev`
+        # once to stop (SIGINT: it then shuts its webserver, daemon and code servers down).
+        handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        previous = {sig: signal.signal(sig, stop) for sig in handled}
+        try:
+            child = subprocess.Popen(cmd, process_group=0, env=env)
+            if stopping:  # a signal came while it was starting
+                child.send_signal(signal.SIGINT)
+            code = child.wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            if child is not None:
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
+                _end_group(child.pid)
     if code != 0 and not stopping:
         raise CliError(f"`dagster dev` exited with status {code}")
 

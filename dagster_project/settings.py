@@ -71,7 +71,13 @@ class Settings:
         for f in fields(cls):
             if env.get(cls.env_name(f.name)):
                 values[f.name] = env[cls.env_name(f.name)]
-        home = Path(str(values.pop("home", "./warehouse"))).expanduser().resolve()
+        home_text = str(values.pop("home", "./warehouse"))
+        if home_text.startswith("s3://"):  # worked on through a local mirror
+            from dagster_project.warehouse.objectstore import mirror_of
+
+            home = mirror_of(home_text)
+        else:
+            home = Path(home_text).expanduser().resolve()
         settings = cls(home=home, **values)  # type: ignore[arg-type]
         if settings.rynn_vp_media not in ("full", "metadata"):
             raise ValueError(
