@@ -258,7 +258,7 @@ def demo(verbose: Annotated[bool, typer.Option("--verbose", "-v",
                                                 help="stream dbt's log too")] = False) -> None:
     """Build the embedded demo inputs if missing, materialize every asset, print a summary."""
     settings = _settings()
-    with synced(settings.home):
+    with synced(settings):
         _demo(settings, verbose)
 
 
@@ -303,7 +303,7 @@ def materialize_cmd(
     if select is not None and not select.strip():  # `--select "$SEL"` with SEL unset
         raise CliError("--select is empty: leave it out to materialize everything")
     settings = _settings()
-    with synced(settings.home):
+    with synced(settings):
         run_materialize(settings, select, verbose)
 
 
@@ -315,7 +315,7 @@ def sql(
 ) -> None:
     """Run SQL against every view (in-memory DuckDB over the Parquet: never blocks)."""
     settings = _settings()
-    with synced(settings.home, write=False):
+    with synced(settings, write=False):
         cols, rows = query(settings, query_text)
     _render(cols, rows, format.value)
 
@@ -334,7 +334,7 @@ def export(
 
     settings = _settings()
     root = Path(out_dir).expanduser() if out_dir else settings.exports_dir
-    with synced(settings.home):
+    with synced(settings):
         folder = export_reports(settings.home, root, [profile] if profile else None)
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     out.print(str(folder), markup=False, soft_wrap=True)
@@ -368,7 +368,7 @@ def packets(
     if not table_path(settings.home, "rvp_evaluations").with_suffix("").is_dir():
         raise CliError(f"the warehouse at {settings.home} has no Rynn-VP evidence yet: run "
                        "`benchlake materialize` first")
-    with synced(settings.home):
+    with synced(settings):
         rows = build_packets(settings.home, settings.packets_dir,
                              snapshot_root(settings.home)[0], system=system, case_id=case)
     if not rows:
@@ -451,7 +451,7 @@ def ui(port: Annotated[int, typer.Option("--port", min=1, max=65535,
                 child.send_signal(signal.SIGINT)
 
     # An s3:// home: pulled now, what the UI's runs wrote pushed when it stops.
-    with synced(settings.home):
+    with synced(settings):
         # The handlers go in first, so no signal can leave `dagster dev` behind. It runs in its own
         # process group: a terminal's Ctrl-C reaches only this process, which asks `dagster dev`
         # once to stop (SIGINT: it then shuts its webserver, daemon and code servers down).

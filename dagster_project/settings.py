@@ -32,6 +32,11 @@ def read_dotenv(path: Path) -> dict[str, str]:
     return values
 
 
+# The settings that name input folders (or a snapshot): these may be `s3://` URIs too.
+INPUT_FOLDERS = ("rynn_vp_source", "video_val_source", "candidates_dir", "judgments_dir",
+                 "responses_dir")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Resolved settings: each field is one setting of the contract, its environment variable
@@ -71,13 +76,16 @@ class Settings:
         for f in fields(cls):
             if env.get(cls.env_name(f.name)):
                 values[f.name] = env[cls.env_name(f.name)]
-        home_text = str(values.pop("home", "./warehouse"))
-        if home_text.startswith("s3://"):  # worked on through a local mirror
-            from dagster_project.warehouse.objectstore import mirror_of
+        # An s3:// home or input folder is worked on through its local mirror
+        # (`warehouse/objectstore.py`: each command pulls it first, and pushes a home after).
+        from dagster_project.warehouse.objectstore import SCHEME, mirror_of
 
-            home = mirror_of(home_text)
-        else:
-            home = Path(home_text).expanduser().resolve()
+        for name in INPUT_FOLDERS:
+            if str(values.get(name, "")).startswith(SCHEME):
+                values[name] = str(mirror_of(str(values[name])))
+        home_text = str(values.pop("home", "./warehouse"))
+        home = (mirror_of(home_text) if home_text.startswith(SCHEME)
+                else Path(home_text).expanduser().resolve())
         settings = cls(home=home, **values)  # type: ignore[arg-type]
         if settings.rynn_vp_media not in ("full", "metadata"):
             raise ValueError(

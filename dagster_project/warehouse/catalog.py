@@ -448,6 +448,32 @@ def ensure_published(home: Path) -> None:
             publish(ws)
 
 
+def rehome(home: Path) -> bool:
+    """Point the views of `home`'s published catalog at this home's Parquet when it was built
+    for another one (an `s3://` home's catalog, pulled into this machine's mirror from the
+    machine that built it): each view's SQL with the other home's paths replaced. No dbt run:
+    the views are the same, only where they read. Whether anything changed."""
+    path = catalog_path(home)
+    if not path.exists():
+        return False
+    others = built_for(path) - {_home_text(home)}
+    if not others:
+        return False
+    here = _home_text(home).replace("'", "''")
+    con = duckdb.connect(str(path))
+    try:
+        for sql, in con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal").fetchall():
+            new = sql
+            for other in others:
+                new = new.replace(f"'{other.replace(chr(39), chr(39) * 2)}/", f"'{here}/")
+            if new != sql:
+                con.execute(new.replace("CREATE VIEW", "CREATE OR REPLACE VIEW", 1))
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    return True
+
+
 def connect(home: Path | str) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the published catalog of `home` attached read-only as
     `benchlake` (the current schema): every view and seed, as the last `dbt build` made them."""

@@ -27,7 +27,10 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dagster_project.settings import Settings
 
 SCHEME = "s3://"
 _STATE = ".benchlake-sync.json"
@@ -122,6 +125,11 @@ def pull(home: Path, fs: Any = None) -> int:
     for rel in [r for r in state if r not in seen]:  # deleted in the bucket since
         (home / rel).unlink(missing_ok=True)
         del state[rel]
+    from dagster_project.warehouse.catalog import DATABASE, rehome
+
+    catalog = f"{DATABASE}.duckdb"
+    if catalog in state and rehome(home):  # built on another machine, for its mirror
+        state[catalog][:2] = _stat(home / catalog)  # the same object: nothing to push
     _save(home, state)
     return got
 
@@ -158,14 +166,25 @@ def push(home: Path, fs: Any = None) -> int:
 
 
 @contextlib.contextmanager
-def synced(home: Path, write: bool = True) -> Iterator[None]:
-    """For a command on `home`: with an `s3://` home, pull before and (`write`) push after,
-    whether the command succeeded or not (what it wrote is whole: every write is a rename).
-    A local home: nothing."""
-    if remote_of(home) is None:
+def synced(settings: Settings, write: bool = True) -> Iterator[None]:
+    """For a command with `settings`: every `s3://` input folder pulled into its mirror (only
+    read: never pushed), and an `s3://` home pulled before and (`write`) pushed after, whether
+    the command succeeded or not (what it wrote is whole: every write is a rename). Local
+    folders: nothing."""
+    from dagster_project.settings import INPUT_FOLDERS
+
+    named = [str(getattr(settings, name)) for name in INPUT_FOLDERS]
+    inputs = [Path(n) for n in named if n and remote_of(Path(n)) is not None]
+    home = settings.home if remote_of(settings.home) is not None else None
+    if not inputs and home is None:
         yield
         return
     fs = filesystem()
+    for mirror in inputs:
+        pull(mirror, fs)
+    if home is None:
+        yield
+        return
     pull(home, fs)
     try:
         yield

@@ -152,3 +152,38 @@ def test_a_home_on_s3_works_for_every_command(s3_endpoint, tmp_path):
     for path in tmp_path.rglob("*"):
         if path.is_file() and "local-home" not in path.parts:
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_an_input_folder_on_s3_is_pulled_as_it_changes(s3_endpoint, tmp_path, monkeypatch):
+    """An `s3://` drop folder is read through its mirror: a command pulls what is new or
+    changed (by ETag), drops what was deleted, and downloads nothing unchanged again."""
+    from dagster_project.settings import Settings
+    from dagster_project.warehouse.objectstore import synced
+
+    for key, value in {"XDG_CACHE_HOME": str(tmp_path / "cache"), "AWS_ENDPOINT_URL": s3_endpoint,
+                       "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_endpoint})
+    fs.makedirs("inputs", exist_ok=True)
+    for name, data in {"a.jsonl": b"a1\n", "b.jsonl": b"b1\n", "sub/c.jsonl": b"c1\n"}.items():
+        fs.pipe_file(f"inputs/judgments/{name}", data)
+    settings = Settings.from_env({"BENCHLAKE_HOME": str(tmp_path / "home"),
+                                  "JUDGMENTS_DIR": "s3://inputs/judgments"})
+    folder = Path(settings.judgments_dir)
+    assert str(folder).startswith(str(tmp_path / "cache"))
+    with synced(settings):
+        pass
+    assert {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*.jsonl")
+            } == {"a.jsonl": b"a1\n", "b.jsonl": b"b1\n", "sub/c.jsonl": b"c1\n"}
+    unchanged = (folder / "sub/c.jsonl").stat()
+    fs.pipe_file("inputs/judgments/a.jsonl", b"a2\n")
+    fs.rm("inputs/judgments/b.jsonl")
+    with synced(settings):
+        pass
+    assert (folder / "a.jsonl").read_bytes() == b"a2\n"
+    assert not (folder / "b.jsonl").exists()
+    again = (folder / "sub/c.jsonl").stat()
+    assert (again.st_ino, again.st_mtime_ns) == (unchanged.st_ino, unchanged.st_mtime_ns)
+    assert fs.find("inputs/judgments") == ["inputs/judgments/a.jsonl",
+                                           "inputs/judgments/sub/c.jsonl"]  # never pushed
