@@ -4,11 +4,18 @@ purpose."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
+import sys
+import tempfile
+import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +144,63 @@ def rynn_vp_copy(demo_inputs: Settings, tmp_path: Path) -> Path:
     dest = tmp_path / "Rynn-VP"
     shutil.copytree(Path(demo_inputs.rynn_vp_source_or_demo()), dest)
     return dest
+
+
+# --- a Ray cluster for the tests that need one (tests/test_cluster.py, the s3 home) ------------
+
+RAY = str(Path(sys.executable).parent / "ray")
+LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # single node, 127.0.0.1 only
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_address() -> Iterator[str]:
+    """A one-node Ray cluster of 2 CPUs for this module: `ray start --head --block` in its own
+    session, so that ending that session ends every process of the cluster (and only those:
+    `ray stop` would stop any other cluster of the machine too)."""
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # socket paths must stay short
+    port = _free_port()
+    saved = {k: os.environ.get(k) for k in LOOPBACK}
+    os.environ.update(LOOPBACK)  # before Ray is imported here: it reads it then
+    import ray
+
+    log = Path(temp) / "head.log"
+    with log.open("wb") as out:
+        head = subprocess.Popen(
+            [RAY, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
+             "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"],
+            env={**os.environ, **LOOPBACK}, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while b"Ray runtime started" not in log.read_bytes():
+            if head.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"ray could not start (fails, never skips):\n"
+                            f"{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.5)
+        yield address
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGKILL)  # what the head's own stop left behind
+        shutil.rmtree(temp, ignore_errors=True)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -6,84 +6,22 @@ again with nothing changed in the result."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
-import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from dagster_project.parts import fan_out
 from dagster_project.runner import materialize
-from tests.conftest import copy_home
+from tests.conftest import copy_home  # and the ray_address fixture
 
-RAY = str(Path(sys.executable).parent / "ray")
-LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 EVIDENCE = ("rvp_evaluations", "rvp_evidence_frames", "rvp_storyboards")
 # the views the evidence step reads are rebuilt first: a copied home's catalog reads the other
 SELECT = " or ".join([*(f"key:raw_{t}" for t in (*EVIDENCE, "vv_frames")), "key:rvp_intervals"])
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def ray_address() -> Iterator[str]:
-    """A one-node Ray cluster of 2 CPUs for this module: `ray start --head --block` in its own
-    session, so that ending that session ends every process of the cluster (and only those:
-    `ray stop` would stop any other cluster of the machine too)."""
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # socket paths must stay short
-    port = _free_port()
-    saved = {k: os.environ.get(k) for k in LOOPBACK}
-    os.environ.update(LOOPBACK)  # before Ray is imported here: it reads it then
-    import ray
-
-    log = Path(temp) / "head.log"
-    with log.open("wb") as out:
-        head = subprocess.Popen(
-            [RAY, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
-             "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"],
-            env={**os.environ, **LOOPBACK}, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True)
-    address = f"127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while b"Ray runtime started" not in log.read_bytes():
-            if head.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"ray could not start (fails, never skips):\n"
-                            f"{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.5)
-        yield address
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(head.pid, signal.SIGKILL)
-            head.wait()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(head.pid, signal.SIGKILL)  # what the head's own stop left behind
-        shutil.rmtree(temp, ignore_errors=True)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _files(root: Path) -> dict[str, bytes]:

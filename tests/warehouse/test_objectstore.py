@@ -22,7 +22,7 @@ import yaml
 
 from dagster_project.settings import SQL_DIR
 from dagster_project.warehouse.catalog import connect
-from tests.conftest import dbt_views
+from tests.conftest import LOOPBACK, dbt_views
 
 BENCHLAKE = str(Path(sys.executable).parent / "benchlake")
 VIEWS = ["rvp_dataset_stats", "rvp_leaderboard", "rvp_evidence_frames", "vv_scores",
@@ -107,15 +107,16 @@ def _local_env(**values: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_a_home_on_s3_works_for_every_command(s3_endpoint, tmp_path):
-    """`BENCHLAKE_HOME=s3://…`: the demo materialized there writes the bytes a local home gets,
-    as whole objects; another machine (a fresh mirror) queries and exports from the bucket; no
-    credential is written anywhere."""
+def test_a_home_on_s3_works_for_every_command(s3_endpoint, ray_address, tmp_path):
+    """`BENCHLAKE_HOME=s3://…`, the per-item work on a Ray cluster: the demo materialized there
+    writes the bytes a local home gets on local processes, as whole objects; another machine
+    (a fresh mirror) queries and exports from the bucket; no credential is written anywhere."""
     secret = "s3cr3t-never-written"
     remote = {"BENCHLAKE_HOME": "s3://benchlake/team/home", "AWS_ENDPOINT_URL": s3_endpoint,
               "AWS_ACCESS_KEY_ID": "benchlake-key", "AWS_SECRET_ACCESS_KEY": secret,
               "AWS_DEFAULT_REGION": "us-east-1"}
-    first = _local_env(**remote, XDG_CACHE_HOME=str(tmp_path / "machine-1"))
+    first = _local_env(**remote, **LOOPBACK, XDG_CACHE_HOME=str(tmp_path / "machine-1"),
+                       BENCHLAKE_RAY_ADDRESS=ray_address)
     local = _local_env(BENCHLAKE_HOME=str(tmp_path / "local-home"))
     runs = [subprocess.Popen([BENCHLAKE, "materialize"], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True) for env in (first, local)]
