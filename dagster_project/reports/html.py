@@ -58,6 +58,24 @@ def _num(value: Any) -> str:
     return format_number(float(value)) if isinstance(value, float) else str(value)
 
 
+def _listing(value: Any) -> str:
+    """A list column as a reader reads it: its items joined by "; " (never a Python repr)."""
+    if value is None:
+        return NULL_MARK
+    if isinstance(value, list | tuple):
+        return "; ".join(str(v) for v in value) or NULL_MARK
+    return str(value)
+
+
+def _frame_label(f: dict) -> str:
+    """How a linked frame is named on the page: its role, number and time (`P3 4.2 s`)."""
+    if f["role"] == "step":
+        return f"step {f['step_id']}"
+    name = {"anchor": "A", "panel": "P"}.get(f["role"], f["role"])
+    at = f" {f['used_s']:.1f} s" if f.get("used_s") is not None else ""
+    return f"{name}{f['ordinal']}{at}"
+
+
 def _environment() -> Any:
     import jinja2
 
@@ -65,6 +83,7 @@ def _environment() -> Any:
                              autoescape=jinja2.select_autoescape(["html", "j2"]),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["num"] = _num
+    env.filters["listing"] = _listing
     env.filters["sortkey"] = lambda v: "" if v is None else repr(float(v))
     return env
 
@@ -293,7 +312,8 @@ def _evaluation_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, media
                 hits = _locus_hits(h, flat, case_intervals)
                 for f in hits:
                     f["hit"] = f["hit"] or bool(j["is_final"])
-                marked.append(dict(h, frames=[f["anchor"] for f in hits]))
+                marked.append(dict(h, frames=[{"anchor": f["anchor"], "label": _frame_label(f)}
+                                              for f in hits]))
             cited = [{"short_id": e.rpartition("#")[2],
                       "anchor": anchors[e]["anchor"] if e in anchors else ""}
                      for e in (j.get("evidence") or [])]

@@ -317,6 +317,24 @@ def test_every_evaluation_and_checkpoint_has_a_page(export_dir: Path,
     assert 'data-correct="false"' in text and 'id="only-none"' in text
 
 
+def test_pages_show_lists_as_text_and_name_every_linked_frame(export_dir: Path) -> None:
+    """Lists (contradictory observations, affected chains, evidence gaps) read as text, never
+    as a Python list; every frame a hallucination's locus links to is named (role, number,
+    time), never an unlabelled arrow; and every in-page link points at an element there."""
+    pages = sorted((export_dir / evaluation_page("x/y")).parent.parent.rglob("*.html"))
+    assert pages
+    linked = 0
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "['" not in text and "&#39;]" not in text and "↗" not in text, page
+        for href in re.findall(r'<a href="#([^"]+)">([^<]*)</a>', text):
+            anchor, label = href
+            assert label.strip(), (page, anchor)
+            assert f'id="{anchor}"' in text, (page, anchor)
+            linked += 1
+    assert linked > 0
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
