@@ -185,8 +185,12 @@ def write_html(con: duckdb.DuckDBPyConnection, out: Path, profiles: list[str],
     val = _val_policies(con, charts) if "vv_leaderboard" in views else []
     if val:
         written += _checkpoint_pages(con, env, out, common, charts, views)
-    index = env.get_template("index.html.j2").render(root="", boards=boards,
-                                                     val_policies=val, **common)
+    # every file of the export, linked from the index (README.md and manifest.json are written
+    # after the pages, beside them)
+    tables = sorted(p.stem for p in out.glob("*.csv"))
+    index = env.get_template("index.html.j2").render(root="", boards=boards, val_policies=val,
+                                                     tables=tables, charts=sorted(charts),
+                                                     **common)
     written.insert(0, _write(out, "index.html", index))
     return written
 
@@ -364,6 +368,8 @@ def _checkpoint_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, commo
             questions=(_checkpoint_questions(con, run_id, step, format_column) or None)
             if (run_id, step) in browsed else None,
             charts=[root + c for c in charts if c.startswith("charts/vv_accuracy_by_step_")],
+            browsed=[(s, root + checkpoint_page(r, s)) for r, s in sorted(browsed)
+                     if r == run_id],
             **common)
         written.append(_write(out, rel, page))
     return written

@@ -333,6 +333,18 @@ def test_pages_show_lists_as_text_and_name_every_linked_frame(export_dir: Path) 
             assert f'id="{anchor}"' in text, (page, anchor)
             linked += 1
     assert linked > 0
+    # every file a page links to is in the export: the index links the tables, charts (the
+    # scene heatmaps too), README.md and manifest.json; a checkpoint page without a question
+    # browser links the pages that have one
+    index = (export_dir / "index.html").read_text(encoding="utf-8")
+    assert 'href="README.md"' in index and 'href="manifest.json"' in index
+    assert "heatmap" in index and 'href="vv_scores.csv"' in index
+    for page in export_dir.rglob("*.html"):
+        for target in re.findall(r'href="([^"#][^"]*)"', page.read_text(encoding="utf-8")):
+            assert "://" in target or (page.parent / target).resolve().exists(), (page, target)
+    assert any("written for each run's best and last checkpoints" in p.read_text(encoding="utf-8")
+               and re.search(r'gigabytes\):\s*<a href=', p.read_text(encoding="utf-8"))
+               for p in (export_dir / "vv").rglob("*.html"))
 
 
 def _free_port() -> int:
