@@ -24,15 +24,6 @@ from dagster_project.tables import atomic_write_bytes
 
 SPEC_PATH = ASSETS_DIR / "demo" / "rynn_vp_cases.json"
 
-_VERBS = ["Pick up", "Move", "Place", "Open", "Close", "Push", "Lift", "Turn", "Grab", "Put down"]
-_OBJECTS = [
-    "the pillow", "the pillow cover", "the cup", "the drawer", "the remote control", "the towel",
-    "the notebook", "the lamp", "the apple", "the banana", "the chair", "the laptop lid",
-    "the charger", "the watering can", "the shirt", "the toothbrush",
-]
-# Repeated wording on purpose: the real annotations reuse action strings across intervals.
-_PLACES = ["on the table", "into the drawer", "on the shelf", "to the left", "in the corner", ""]
-
 _README = """# Rynn-VP (benchlake embedded demo)
 
 A small, generated stand-in for the Rynn-VP release in exactly its published layout:
@@ -51,12 +42,19 @@ def _fmt(seconds: float) -> str:
     return f"{seconds:.1f}s"
 
 
-def make_planning(case: dict[str, Any]) -> dict[str, str]:
-    """Deterministic intervals: n-1 actions over [0, D-0.5], then the terminal label."""
+def make_planning(case: dict[str, Any], spec: dict[str, Any] | None = None) -> dict[str, str]:
+    """Deterministic intervals: n-1 actions over [0, D-0.5], then the terminal label. The times
+    come from the case's seed; the labels are its instruction's own steps (`actions` in the
+    spec), in order, each over one or more consecutive intervals (the real annotations repeat an
+    action string across intervals too), so an interval never describes another task."""
+    steps = (spec or load_spec())["actions"].get(case["instruction"], [])
     rng = random.Random(case["seed"])
     duration = float(case["seconds"])
     quirks = case.get("quirks", {})
     n_actions = int(case["intervals"]) - 1
+    if not 0 < len(steps) <= n_actions:
+        raise ValueError(f"demo case {case['case_id']}: {len(steps)} actions for its instruction, "
+                         f"{n_actions} intervals to label")
     tail = 0.5
     weights = [rng.uniform(1.0, 3.0) for _ in range(n_actions)]
     total = sum(weights)
@@ -75,7 +73,7 @@ def make_planning(case: dict[str, Any]) -> dict[str, str]:
         start, end = bounds[i] / 10, bounds[i + 1] / 10
         if quirks.get("overlap_at") == i + 1:
             start = round(start - float(quirks["overlap_s"]), 1)
-        label = f"{rng.choice(_VERBS)} {rng.choice(_OBJECTS)} {rng.choice(_PLACES)}".strip() + "."
+        label = steps[i * len(steps) // n_actions]
         key = f"{_fmt(start)}-{_fmt(end)}"
         assert key not in used, key
         used.add(key)
@@ -95,7 +93,7 @@ def write_case(case_dir: Path, case: dict[str, Any], spec: dict[str, Any]) -> No
     atomic_write_bytes(case_dir / "task.json",
                        (json.dumps(task, ensure_ascii=False, indent=2) + "\n").encode())
     ann = {
-        "planning": make_planning(case),
+        "planning": make_planning(case, spec),
         "task": case["instruction"] + case.get("quirks", {}).get("task_trailing_whitespace", ""),
         "video": f"{hashlib.sha1(case['case_id'].encode()).hexdigest()[:12]}_rgb.mp4",
     }

@@ -17,8 +17,10 @@ from dagster_project.tables import atomic_write_bytes
 if TYPE_CHECKING:
     from dagster_project.reports.export import _ViewExport
 
-# Fixed chart geometry: the same data always gives the same pixels.
+# Fixed chart geometry: the same data always gives the same pixels. Charts are drawn at most
+# as wide as the pages show them (CSS max-width 100 % of a ~900 px column), never scaled down.
 _DPI = 100
+CHART_WIDTH_IN = 9.0
 _MODALITY_COLORS = {"video": "#4C72B0", "images": "#DD8452"}
 _FALLBACK_COLORS = ("#55A868", "#C44E52", "#8172B3", "#937860")
 
@@ -106,7 +108,8 @@ def chart_scene_heatmap(rows: Sequence[dict[str, Any]], title: str, path: Path) 
         if r["final_score"] is not None and r["scene"] is not None:
             key = (r.get("modality") or "", r["system"])
             grid[systems.index(key), scenes.index(r["scene"])] = r["final_score"]
-    fig = _figure(1.6 + 1.3 * max(len(scenes), 1), 1.6 + 0.55 * max(len(systems), 1))
+    fig = _figure(min(CHART_WIDTH_IN, 1.6 + 1.3 * max(len(scenes), 1)),
+                  1.6 + 0.55 * max(len(systems), 1))
     ax = fig.add_subplot()
     image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0, vmax=100,
                       aspect="auto")
@@ -125,14 +128,25 @@ def chart_scene_heatmap(rows: Sequence[dict[str, Any]], title: str, path: Path) 
 
 def chart_accuracy_by_step(rows: Sequence[dict[str, Any]], path: Path, policy: str) -> None:
     """Val accuracy against step under one scoring policy: one panel per data_source ('all'
-    first), one line per run, its 95 % interval as a band."""
+    first), two panels a row, one line per run, its 95 % interval as a band. Drawn at the width
+    the pages show it (CHART_WIDTH_IN), so its ticks are read at their size, with the runs'
+    legend below the panels, never over a point."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator, PercentFormatter
+
     sources = sorted({r["data_source"] for r in rows} - {"all", "macro"})
     panels = (["all"] if any(r["data_source"] == "all" for r in rows) else []) + sources
     runs = sorted({r["run_id"] for r in rows})
     # one color per run in every panel (the axes' own cycle would skip runs a panel lacks)
     colors = {run: f"C{i % 10}" for i, run in enumerate(runs)}
-    fig = _figure(3.4 * max(len(panels), 1) + 0.6, 3.6)
-    axes = fig.subplots(1, max(len(panels), 1), sharey=True, squeeze=False)[0]
+    ncols = min(2, max(len(panels), 1))
+    nrows = -(-max(len(panels), 1) // ncols)
+    legend_rows = -(-len(runs) // 3)
+    fig = _figure(CHART_WIDTH_IN, 0.7 + 2.6 * nrows + 0.25 * legend_rows)
+    fig.set_layout_engine("constrained")
+    axes = fig.subplots(nrows, ncols, sharey=True, squeeze=False).ravel()
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
     for ax, source in zip(axes, panels, strict=False):
         for run in runs:
             points = sorted((r["step"], r["accuracy"], r.get("accuracy_ci_low"),
@@ -150,15 +164,16 @@ def chart_accuracy_by_step(rows: Sequence[dict[str, Any]], path: Path, policy: s
         ax.set_title(source, fontsize=10)
         ax.set_xlabel("step")
         ax.set_ylim(0, 1)
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("accuracy")
-    from matplotlib.lines import Line2D
-
-    axes[0].legend(handles=[Line2D([], [], color=colors[r], marker="o", label=r) for r in runs],
-                   fontsize=8, title="run", title_fontsize=8)
+    for ax in axes[::ncols]:
+        ax.set_ylabel("accuracy")
+    fig.legend(handles=[Line2D([], [], color=colors[r], marker="o", label=r) for r in runs],
+               loc="outside lower center", ncols=min(3, max(len(runs), 1)), fontsize=9,
+               title="run", title_fontsize=9)
     fig.suptitle(f"videorl-video-val accuracy by step — scoring policy {policy} (bands: 95 % "
                  "intervals)", fontsize=11)
-    fig.tight_layout()
     _save(fig, path)
 
 

@@ -392,7 +392,8 @@ def _write_export(con: duckdb.DuckDBPyConnection, out: Path, home: Path,
                for v in exported if v.name not in available and not v.optional}
     charts = _write_charts(exports, profiles, out / "charts")
     file_rows.update({c: None for c in charts})
-    file_rows.update({page: None for page in write_html(con, out, profiles, charts, stamp)})
+    file_rows.update({page: None for page in write_html(con, out, profiles, charts, stamp,
+                                                        list(exports))})
     readme = _readme(stamp, profiles, exports, charts, skipped)
     atomic_write_bytes(out / "README.md", readme.encode("utf-8"))
     file_rows["README.md"] = None

@@ -1,23 +1,31 @@
 """The static HTML results browser of an export, from leaderboard to evidence.
 
-`write_html(con, out, charts)` writes, beside the CSV/JSON/Parquet/Markdown files:
+`write_html(con, out, profiles, charts, stamp, tables)` writes, beside the CSV/JSON/Parquet/
+Markdown files:
 
-* `index.html`: the Rynn-VP leaderboards per profile and judge run, and the val scores per
-  policy, run and step, with denominators, standard errors and 95 % intervals; sortable; a system
-  opens its cases, a case its evaluation page, a run/step its checkpoint page.
+* `index.html`: the Rynn-VP leaderboards per profile and judge run (with their charts and the
+  side-by-side pairs), and the val scores per policy, run and step, with denominators, standard
+  errors and 95 % intervals; sortable; a system opens its cases, a case its evaluation page, a
+  run/step its checkpoint page; and links to the export's tables, charts, README and manifest.
 * `rvp/<system>/<case_id>.html`, one per evaluation: instruction, S0, the GT anchors with their
   interval labels, the storyboards and panels (or the ordered steps and the evidence gaps), the
   scores per profile and judge run, every judgment attempt with its judge metadata, source file
   and line, its metrics, cited evidence (linked to the frames) and hallucinations (their locus
   highlighted), the packet fingerprints and the GT cache key.
+* `rvp/compare/<system>/<base_system>/<case_id>.html`, two systems on one case side by side:
+  both storyboards (or steps) under the GT anchors, both scores per profile and judge run with
+  the differences of `rvp_case_diffs`, and the hallucinations only one of them has. The pairs
+  are each system and the one ranked just below it in its modality on each leaderboard shown
+  (`_side_by_side_pairs`), which bounds the pages by (systems - 1) × cases per leaderboard.
 * `vv/<run_id>/<step>.html`, one per checkpoint: scores per policy and data_source, breakdowns,
   the checkpoint curve, and, for each run's best and last checkpoints, a question browser
   (question, truth, response, extracted letter and method, format flag) filterable to wrong
-  answers and to `none` extractions.
+  answers and to `none` extractions (the other checkpoints link those pages).
 
-Rendered with jinja2 from `templates/` (autoescaped). Every link is relative and every image
-is in the export folder (`media/`, hard-linked from the warehouse when on the same file system,
-else copied), so the report opens from the file system with no server and survives a move.
+Numbers go through one formatter per kind of column (`formatting.py`). Rendered with jinja2
+from `templates/` (autoescaped). Every link is relative and every image is in the export folder
+(`media/`, hard-linked from the warehouse when on the same file system, else copied), so the
+report opens from the file system with no server and survives a move.
 """
 
 from __future__ import annotations
@@ -27,13 +35,14 @@ import os
 import re
 import shutil
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from dagster_project.reports.charts import safe_name
+from dagster_project.reports.formatting import FILTERS, interval_note, seconds
 from dagster_project.reports.markdown import NULL_MARK, format_number
 from dagster_project.video_val.policies import default_policy_row
 from dagster_project.warehouse.catalog import view_names
@@ -58,24 +67,6 @@ def _num(value: Any) -> str:
     return format_number(float(value)) if isinstance(value, float) else str(value)
 
 
-def _listing(value: Any) -> str:
-    """A list column as a reader reads it: its items joined by "; " (never a Python repr)."""
-    if value is None:
-        return NULL_MARK
-    if isinstance(value, list | tuple):
-        return "; ".join(str(v) for v in value) or NULL_MARK
-    return str(value)
-
-
-def _frame_label(f: dict) -> str:
-    """How a linked frame is named on the page: its role, number and time (`P3 4.2 s`)."""
-    if f["role"] == "step":
-        return f"step {f['step_id']}"
-    name = {"anchor": "A", "panel": "P"}.get(f["role"], f["role"])
-    at = f" {f['used_s']:.1f} s" if f.get("used_s") is not None else ""
-    return f"{name}{f['ordinal']}{at}"
-
-
 def _environment() -> Any:
     import jinja2
 
@@ -83,8 +74,9 @@ def _environment() -> Any:
                              autoescape=jinja2.select_autoescape(["html", "j2"]),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["num"] = _num
-    env.filters["listing"] = _listing
+    env.filters.update(FILTERS)
     env.filters["sortkey"] = lambda v: "" if v is None else repr(float(v))
+    env.globals.update(fmt=FILTERS, interval_note=interval_note)
     return env
 
 
@@ -169,28 +161,30 @@ def _write(out: Path, rel: str, text: str) -> str:
 
 
 def write_html(con: duckdb.DuckDBPyConnection, out: Path, profiles: list[str],
-               charts: list[str], stamp: str) -> list[str]:
-    """Write the HTML report into the export folder `out`; returns the pages written (relative)."""
+               charts: list[str], stamp: str, tables: Sequence[str] = ()) -> list[str]:
+    """Write the HTML report into the export folder `out`; returns the pages written (relative).
+    `tables` are the views the export wrote (the index links their files)."""
     env = _environment()
     views = set(view_names(con))
     media = _Media(out)
     written: list[str] = []
     common = {"stamp": stamp, "se_note": "clustered by case for Rynn-VP, by video for the val "
                                          "suite; see the README"}
-    boards, pages = [], set()
+    boards: list[dict] = []
     if {"rvp_leaderboard", "rvp_candidate_scores", "rvp_evaluations"} <= views:
-        pages = {r[0] for r in con.execute("SELECT evaluation_id FROM rvp_evaluations").fetchall()}
-        written += _evaluation_pages(con, env, out, media, common, pages, views)
-        boards = _boards(con, profiles, charts, pages)
+        data = _load_rvp(con, views)
+        boards = _boards(con, profiles, charts, set(data["evaluations"]))
+        compares: dict[str, list[dict]] = {}
+        if "rvp_case_diffs" in views:
+            pages, compares = _compare_pages(con, env, out, media, common, data, boards,
+                                             profiles)
+            written += pages
+        written = _evaluation_pages(env, out, media, common, data, compares) + written
     val = _val_policies(con, charts) if "vv_leaderboard" in views else []
     if val:
         written += _checkpoint_pages(con, env, out, common, charts, views)
-    # every file of the export, linked from the index (README.md and manifest.json are written
-    # after the pages, beside them)
-    tables = sorted(p.stem for p in out.glob("*.csv"))
-    index = env.get_template("index.html.j2").render(root="", boards=boards, val_policies=val,
-                                                     tables=tables, charts=sorted(charts),
-                                                     **common)
+    index = env.get_template("index.html.j2").render(
+        root="", boards=boards, val_policies=val, files=_export_files(tables, charts), **common)
     written.insert(0, _write(out, "index.html", index))
     return written
 
@@ -221,11 +215,21 @@ def _boards(con: duckdb.DuckDBPyConnection, profiles: list[str], charts: list[st
             r["cases_anchor"] = f"{anchor}-{safe_name(r['system'])}"
             systems.append({"system": r["system"], "anchor": r["cases_anchor"],
                             "cases": case_rows[(profile, run, r["system"])]})
-        mine = [c for c in charts if c.startswith("charts/rvp_leaderboard_")
+        mine = [c for c in charts if c.startswith(("charts/rvp_leaderboard_",
+                                                   "charts/rvp_scene_heatmap_"))
                 and c.endswith(f"_{safe_name(profile)}_{safe_name(run)}.png")]
         boards.append({"profile": profile, "judge_run_id": run, "anchor": anchor, "rows": rows,
                        "systems": systems, "charts": mine})
     return boards
+
+
+def _export_files(tables: Sequence[str], charts: list[str]) -> dict[str, Any]:
+    """What the index lists of the export folder: its README and manifest, every table in its
+    four formats, and every chart."""
+    return {"tables": [{"view": v, "formats": [(f, f"{v}.{f}") for f in
+                                                ("csv", "parquet", "md", "json")]}
+                       for v in tables],
+            "charts": charts}
 
 
 def _val_policies(con: duckdb.DuckDBPyConnection, charts: list[str]) -> list[dict]:
@@ -270,41 +274,75 @@ def _locus_hits(h: dict, frames: list[dict], intervals: list[dict]) -> list[dict
     return [f for i in match for f in frames if inside(f, i)]
 
 
-def _evaluation_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, media: _Media,
-                      common: dict, pages: set[str], views: set[str]) -> list[str]:
+def _frame_label(frame: dict) -> str:
+    """A frame as a link text: its evidence id on the page, and its time when it has one."""
+    time = frame.get("used_s")
+    return frame["short_id"] + (f" ({seconds(time)})" if time is not None else "")
+
+
+def _linked(text: str, anchors: dict[str, dict]) -> list[tuple[str, str | None]]:
+    """`text` cut into (part, anchor) pieces: every evidence id it quotes (as the judge records
+    cite them, `<system>/<case_id>#P15`) becomes its short id linked to that frame on the page."""
+    ids = sorted((e for e in anchors if e in text), key=len, reverse=True)
+    if not ids:
+        return [(text, None)]
+    pieces = re.split("(" + "|".join(re.escape(e) for e in ids) + ")", text)
+    return [(anchors[p]["short_id"], anchors[p]["anchor"]) if p in anchors else (p, None)
+            for p in pieces if p]
+
+
+def _load_rvp(con: duckdb.DuckDBPyConnection, views: set[str]) -> dict[str, Any]:
+    """Every Rynn-VP table the evaluation and side-by-side pages show, read once, grouped."""
     def table(view: str, order: str) -> list[dict]:
         return _rows(con, f"SELECT * FROM {view} ORDER BY {order}") if view in views else []
 
-    evaluations = table("rvp_evaluations", "evaluation_id")
-    cases = {c["case_id"]: c for c in table("rvp_cases", "case_id")}
-    intervals = _grouped(table("rvp_intervals", "case_id, ordinal"), "case_id")
-    frames = _grouped(table("rvp_evidence_frames", "evaluation_id, role, ordinal"),
-                      "evaluation_id")
-    boards = _grouped(table("rvp_storyboards", "evaluation_id, storyboard_no"), "evaluation_id")
-    judgments = _grouped(table("rvp_judgments", "evaluation_id, judge_run_id, attempt"),
-                         "evaluation_id")
-    hallucinations = _grouped(table("rvp_hallucinations",
-                                    "evaluation_id, judge_run_id, attempt, hallucination_no"),
-                              "evaluation_id")
-    scores = _grouped([dict(r, evaluation_id=f"{r['system']}/{r['case_id']}")
-                       for r in table("rvp_candidate_scores", "profile, judge_run_id")],
-                      "evaluation_id")
-    packets = _grouped(table("rvp_judge_packets", "evaluation_id, role"), "evaluation_id")
-    gt = _grouped(table("rvp_gt_cache", "case_id"), "case_id")
+    return {
+        "evaluations": {e["evaluation_id"]: e for e in table("rvp_evaluations", "evaluation_id")},
+        "cases": {c["case_id"]: c for c in table("rvp_cases", "case_id")},
+        "intervals": _grouped(table("rvp_intervals", "case_id, ordinal"), "case_id"),
+        "frames": _grouped(table("rvp_evidence_frames", "evaluation_id, role, ordinal"),
+                           "evaluation_id"),
+        "storyboards": _grouped(table("rvp_storyboards", "evaluation_id, storyboard_no"),
+                                "evaluation_id"),
+        "judgments": _grouped(table("rvp_judgments", "evaluation_id, judge_run_id, attempt"),
+                              "evaluation_id"),
+        "hallucinations": _grouped(table("rvp_hallucinations", "evaluation_id, judge_run_id, "
+                                                               "attempt, hallucination_no"),
+                                   "evaluation_id"),
+        "scores": _grouped([dict(r, evaluation_id=f"{r['system']}/{r['case_id']}")
+                            for r in table("rvp_candidate_scores", "profile, judge_run_id")],
+                           "evaluation_id"),
+        "packets": _grouped(table("rvp_judge_packets", "evaluation_id, role"), "evaluation_id"),
+        "gt": _grouped(table("rvp_gt_cache", "case_id"), "case_id"),
+    }
+
+
+def _page_frames(rows: list[dict], root: str, media: _Media) -> dict[str, list[dict]]:
+    """An evaluation's evidence frames by role, each with its anchor on the page, its short id
+    (`P15`, `A3`, `step-02`) and its image's path from the page."""
+    by_role: dict[str, list[dict]] = defaultdict(list)
+    for f in rows:
+        short = f["evidence_id"].rpartition("#")[2]
+        by_role[f["role"]].append(dict(f, anchor="ev-" + safe_name(short), short_id=short,
+                                       src=(root + s) if (s := media(f)) else None, hit=False))
+    return by_role
+
+
+def _case_or_placeholder(data: dict[str, Any], case_id: str) -> dict:
+    return data["cases"].get(case_id, {"instruction": NULL_MARK, "scene": None,
+                                       "source_group": None})
+
+
+def _evaluation_pages(env: Any, out: Path, media: _Media, common: dict, data: dict[str, Any],
+                      compares: dict[str, list[dict]]) -> list[str]:
+    hallucinations, judgments = data["hallucinations"], data["judgments"]
     template = env.get_template("evaluation.html.j2")
     written = []
-    for ev in evaluations:
-        eid = ev["evaluation_id"]
+    for eid, ev in data["evaluations"].items():
         rel = evaluation_page(eid)
         root = "../" * rel.count("/")
-        shown = frames.get(eid, [])
-        case_intervals = intervals.get(ev["case_id"], [])
-        by_role: dict[str, list[dict]] = defaultdict(list)
-        for f in shown:
-            f = dict(f, anchor="ev-" + safe_name(f["evidence_id"].rpartition("#")[2]),
-                     short_id=f["evidence_id"].rpartition("#")[2],
-                     src=(root + s) if (s := media(f)) else None, hit=False)
-            by_role[f["role"]].append(f)
+        case_intervals = data["intervals"].get(ev["case_id"], [])
+        by_role = _page_frames(data["frames"].get(eid, []), root, media)
         flat = [f for fs in by_role.values() for f in fs]
         anchors = {f["evidence_id"]: f for f in flat}
         attempts = []
@@ -317,23 +355,120 @@ def _evaluation_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, media
                 for f in hits:
                     f["hit"] = f["hit"] or bool(j["is_final"])
                 marked.append(dict(h, frames=[{"anchor": f["anchor"], "label": _frame_label(f)}
-                                              for f in hits]))
+                                              for f in hits],
+                                   observations=[_linked(o, anchors) for o in
+                                                 h["contradictory_observations"] or []]))
             cited = [{"short_id": e.rpartition("#")[2],
                       "anchor": anchors[e]["anchor"] if e in anchors else ""}
                      for e in (j.get("evidence") or [])]
             attempts.append(dict(j, hallucinations=marked, evidence=cited,
                                  metrics=[(k, v) for k, v in j.items() if _METRIC.match(k)]))
         page = template.render(
-            root=root, ev=ev, case=cases.get(ev["case_id"], {"instruction": NULL_MARK,
-                                                              "scene": None,
-                                                              "source_group": None}),
-            scores=scores.get(eid, []), frames=by_role,
+            root=root, ev=ev, case=_case_or_placeholder(data, ev["case_id"]),
+            scores=data["scores"].get(eid, []), frames=by_role,
             storyboards=[dict(b, src=(root + s) if (s := media(b)) else "")
-                         for b in boards.get(eid, [])],
-            judgments=attempts, packets=packets.get(eid, []), gt=gt.get(ev["case_id"], []),
+                         for b in data["storyboards"].get(eid, [])],
+            judgments=attempts, packets=data["packets"].get(eid, []),
+            gt=data["gt"].get(ev["case_id"], []),
+            compares=[dict(c, href=root + c["page"]) for c in compares.get(eid, [])],
             **common)
         written.append(_write(out, rel, page))
     return written
+
+
+# --- Rynn-VP side by side: two systems on one case ----------------------------------------------
+
+
+def compare_page(system: str, base_system: str, case_id: str) -> str:
+    """Where the side-by-side page of two systems on one case is, relative to the export."""
+    return (f"rvp/compare/{safe_name(system)}/{safe_name(base_system)}/"
+            f"{safe_name(case_id)}.html")
+
+
+def _side_by_side_pairs(boards: list[dict]) -> list[tuple[str, str]]:
+    """The pairs of systems that get side-by-side pages: on every leaderboard shown, each ranked
+    system and the one ranked just below it in its modality (the question a leaderboard raises:
+    why is this one above that one?), in the orientation of the first board that shows the pair.
+    So a campaign of S systems gets at most S - 1 pairs per board (in practice about S - 1 in
+    all), not S(S-1)/2, and each pair one page per case both have an evaluation of."""
+    pairs: list[tuple[str, str]] = []
+    for board in boards:
+        ranked = sorted((r for r in board["rows"] if r.get("rank_in_modality") is not None),
+                        key=lambda r: (r.get("modality") or "", r["rank_in_modality"],
+                                       r["system"]))
+        for upper, lower in zip(ranked, ranked[1:], strict=False):
+            pair = (upper["system"], lower["system"])
+            if upper.get("modality") == lower.get("modality") and pair not in pairs \
+                    and pair[::-1] not in pairs:
+                pairs.append(pair)
+    return pairs
+
+
+def _compare_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, media: _Media,
+                   common: dict, data: dict[str, Any], boards: list[dict],
+                   profiles: list[str]) -> tuple[list[str], dict[str, list[dict]]]:
+    """One page per side-by-side pair and case both systems have an evaluation of: both
+    systems' storyboards (or steps) next to each other under the case's GT anchors, their scores
+    under every profile and judge run with the differences of rvp_case_diffs, and each one's
+    hallucinations. Also lists each board's pairs with their per-case differences for the index,
+    and returns, per evaluation, the side-by-side pages it is on."""
+    pairs = _side_by_side_pairs(boards)
+    diffs = _rows(con, "SELECT * FROM rvp_case_diffs WHERE profile IN "
+                       "(SELECT unnest(?::VARCHAR[])) ORDER BY ALL", [profiles])
+    by_key: dict[tuple, list[dict]] = defaultdict(list)
+    for d in diffs:
+        by_key[(d["system"], d["base_system"], d["case_id"])].append(d)
+    template = env.get_template("compare.html.j2")
+    written: list[str] = []
+    compares: dict[str, list[dict]] = defaultdict(list)
+    for system, base in pairs:
+        for case_id in sorted({e["case_id"] for e in data["evaluations"].values()}):
+            sides = [f"{system}/{case_id}", f"{base}/{case_id}"]
+            if not all(eid in data["evaluations"] for eid in sides):
+                continue
+            rel = compare_page(system, base, case_id)
+            root = "../" * rel.count("/")
+            compares[sides[0]].append({"other": base, "page": rel})
+            compares[sides[1]].append({"other": system, "page": rel})
+            columns = []
+            for eid in sides:
+                frames = _page_frames(data["frames"].get(eid, []), root, media)
+                finals = [h for h in data["hallucinations"].get(eid, []) if h["is_final"]]
+                columns.append({
+                    "ev": data["evaluations"][eid], "page": root + evaluation_page(eid),
+                    "frames": frames, "hallucinations": finals,
+                    "storyboards": [dict(b, src=(root + s) if (s := media(b)) else "")
+                                    for b in data["storyboards"].get(eid, [])]})
+            scores = {(r["profile"], r["judge_run_id"], r["system"]): r
+                      for eid in sides for r in data["scores"].get(eid, [])}
+            runs = sorted({(p, r) for p, r, _ in scores})
+            rows = [{"profile": p, "judge_run_id": r, "side": scores.get((p, r, system)),
+                     "base": scores.get((p, r, base)),
+                     "diff": next((d for d in by_key[(system, base, case_id)]
+                                   if (d["profile"], d["judge_run_id"]) == (p, r)), None)}
+                    for p, r in runs]
+            gt = columns[0]["frames"]
+            page = template.render(
+                root=root, system=system, base_system=base,
+                case=_case_or_placeholder(data, case_id), case_id=case_id,
+                gt=gt.get("S0", []) + gt.get("anchor", []), columns=columns, rows=rows,
+                **common)
+            written.append(_write(out, rel, page))
+    pages = set(written)
+    for board in boards:
+        board["pairs"] = []
+        for system, base in pairs:
+            cases = [dict(d, page=p if (p := compare_page(system, base, d["case_id"])) in pages
+                          else None)
+                     for d in diffs if (d["profile"], d["judge_run_id"], d["system"],
+                                        d["base_system"]) == (board["profile"],
+                                                              board["judge_run_id"], system, base)]
+            if cases:
+                board["pairs"].append({
+                    "system": system, "base_system": base, "cases": cases,
+                    "n_flips": sum(bool(c["order_flips"]) for c in cases),
+                    "anchor": f"{board['anchor']}-vs-{safe_name(system)}-{safe_name(base)}"})
+    return written, compares
 
 
 # --- one page per val checkpoint -----------------------------------------------------------------
@@ -357,6 +492,8 @@ def _checkpoint_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, commo
             SELECT run_id, best_step AS step FROM vv_best_checkpoints WHERE policy = $1
             UNION SELECT run_id, max(step) FROM vv_scores WHERE policy = $1 GROUP BY run_id""",
             [policy])}
+    best = dict(con.execute("SELECT run_id, best_step FROM vv_best_checkpoints WHERE policy = ?",
+                            [policy]).fetchall()) if "vv_best_checkpoints" in views else {}
     template = env.get_template("checkpoint.html.j2")
     written = []
     for run_id, step in sorted(scores):
@@ -364,6 +501,9 @@ def _checkpoint_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, commo
         root = "../" * rel.count("/")
         page = template.render(
             root=root, run_id=run_id, step=step, policy=policy, scores=scores[(run_id, step)],
+            browsed=[{"label": f"{run_id} step {s} ({'best' if s == best.get(run_id) else 'last'})",
+                      "href": root + checkpoint_page(run_id, s)}
+                     for r, s in sorted(browsed) if r == run_id],
             breakdowns=breakdowns.get((run_id, step), []),
             questions=(_checkpoint_questions(con, run_id, step, format_column) or None)
             if (run_id, step) in browsed else None,

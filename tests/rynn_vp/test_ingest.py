@@ -4,6 +4,7 @@ files (JSON + PyAV metadata), independently of the project's code."""
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import subprocess
 from pathlib import Path
@@ -12,6 +13,7 @@ import av
 import duckdb
 import pytest
 
+from benchlake_demo.rynn_vp import load_spec
 from dagster_project.warehouse.catalog import connect
 
 DONE = {"Done", "Done."}
@@ -136,6 +138,32 @@ def test_anomaly_views_list_each_quirk(demo_warehouse):
     excess = con.execute("SELECT endpoint, excess_s, over_0_2s FROM rvp_endpoint_excesses"
                          ).fetchall()
     assert any(big for *_, big in excess) and any(not big for *_, big in excess)
+
+
+def _content_words(text: str) -> set[str]:
+    small = {"the", "and", "put", "off", "its", "then", "with", "into", "from", "next", "both",
+             "that"}
+    return {w.rstrip("s") for w in re.findall(r"[a-z]+", text.lower()) if len(w) >= 3} - small
+
+
+def test_demo_interval_labels_belong_to_their_own_instruction(demo_warehouse):
+    """Each GT interval of a demo case describes a step of that case's task: its label is one
+    of the spec's actions for the case's instruction, the actions come in their order and all of
+    them are used, and every label names something its instruction names (no "Open the chair
+    to the left" under "take the pillow cover off the pillow")."""
+    actions = load_spec()["actions"]
+    con = connect(demo_warehouse.home)
+    rows = con.execute("SELECT c.case_id, c.instruction, list(i.label ORDER BY i.ordinal) "
+                       "FROM rvp_cases AS c JOIN rvp_intervals AS i USING (case_id) "
+                       "WHERE NOT i.is_done_label AND i.label <> 'Down.' GROUP BY ALL").fetchall()
+    assert rows
+    for case_id, instruction, labels in rows:
+        steps = actions[instruction]
+        assert [steps.index(label) for label in labels] == sorted(
+            steps.index(label) for label in labels), case_id
+        assert set(labels) == set(steps), case_id
+        for label in labels:
+            assert _content_words(label) & _content_words(instruction), (case_id, label)
 
 
 def test_intervals_keep_order_and_clamp_into_the_decodable_range(demo_warehouse):

@@ -91,7 +91,7 @@ def board(per_case, cases, runs, systems, cands, group=None):
 
 def approx_equal(got, exp):
     for k, v in exp.items():
-        if v is None or isinstance(v, int):
+        if v is None or isinstance(v, int | list):
             assert got[k] == v, k
         else:
             assert got[k] == pytest.approx(v, abs=1e-9), k
@@ -161,6 +161,75 @@ def test_modalities_are_ranked_separately(demo_warehouse):
                      "WHERE judge_run_id = 'judge-run-a'")
     assert {r["modality"] for r in rows} == {"video", "images"}
     assert sorted(r["rank_in_modality"] for r in rows if r["modality"] == "images") == [1]
+
+
+def _case_diffs(scores, hallucinations, over):
+    """rvp_case_diffs (over = "system") or rvp_judge_run_case_diffs (over = "judge_run_id")
+    recomputed from rvp_candidate_scores and rvp_hallucinations rows: every ordered pair of
+    sides sharing the other key, the profile and the modality, over the cases both scored."""
+    same = "judge_run_id" if over == "system" else "system"
+    scored = [s for s in scores if s["final_score"] is not None]
+    found = defaultdict(list)  # final judgment -> [(entity key, shown)]
+    for h in sorted(hallucinations, key=lambda h: h["hallucination_no"]):
+        if h["is_final"]:
+            found[(h["judge_run_id"], h["system"], h["case_id"])].append(
+                (h["entity"].strip().lower(), f"{h['entity']} @ {h['locus']}"))
+    pairs = defaultdict(list)
+    for a in scored:
+        for b in scored:
+            if (a["profile"], a[same], a["modality"], a["case_id"]) == \
+                    (b["profile"], b[same], b["modality"], b["case_id"]) and a[over] != b[over]:
+                pairs[(a["profile"], a[same], a["modality"], a[over], b[over])].append((a, b))
+    out = {}
+    for (profile, shared, modality, side, base), cases in pairs.items():
+        mean = statistics.fmean(a["final_score"] - b["final_score"] for a, b in cases)
+        for a, b in cases:
+            diff = a["final_score"] - b["final_score"]
+            mine = found[(a["judge_run_id"], a["system"], a["case_id"])]
+            theirs = found[(b["judge_run_id"], b["system"], b["case_id"])]
+            out[(profile, shared, modality, side, base, a["case_id"])] = {
+                "final_score": a["final_score"], "base_final_score": b["final_score"],
+                "final_score_diff": diff,
+                **{f"{x}_diff": a[x] - b[x] for x in ("pi", "vr", "vq")},
+                "n_common": len(cases), "pair_final_score_diff": mean,
+                "order_flips": diff * mean < 0,
+                "hallucinations_only": [t for k, t in mine if k not in {k for k, _ in theirs}],
+                "base_hallucinations_only": [t for k, t in theirs
+                                             if k not in {k for k, _ in mine}]}
+    return out
+
+
+def test_case_diffs_recomputed_from_the_candidate_scores(demo_warehouse):
+    """Both per-case comparison views equal a recomputation in Python, a case missing on either
+    side is no row, and each system pair has rvp_system_pairs' n_common and mean difference."""
+    con = connect(demo_warehouse.home)
+    scores = view(con, "SELECT * FROM rvp_candidate_scores")
+    hallucinations = view(con, "SELECT * FROM rvp_hallucinations")
+    for name, over, keys in (
+            ("rvp_case_diffs", "system",
+             ("profile", "judge_run_id", "modality", "system", "base_system", "case_id")),
+            ("rvp_judge_run_case_diffs", "judge_run_id",
+             ("profile", "system", "modality", "judge_run_id", "base_judge_run_id", "case_id"))):
+        expected = _case_diffs(scores, hallucinations, over)
+        got = {tuple(r[k] for k in keys): r for r in view(con, f"SELECT * FROM {name}")}
+        assert expected and set(got) == set(expected), name
+        for key, exp in expected.items():
+            approx_equal(got[key], exp)
+    # the demo's planted hallucination (wan-sim, first case) is wan-sim's alone against veo-sim
+    diffs = view(con, "SELECT * FROM rvp_case_diffs WHERE system = 'wan-sim' "
+                      "AND base_system = 'veo-sim' AND hallucinations_only <> []")
+    assert diffs and all(d["base_hallucinations_only"] == [] for d in diffs)
+    # unscored cases (wan-sim misses candidates) are not diffs: n_common as rvp_system_pairs
+    pairs = view(con, "SELECT * FROM rvp_system_pairs")
+    diffs = view(con, "SELECT * FROM rvp_case_diffs")
+    for p in pairs:
+        rows = [r for r in diffs if
+                (r["profile"], r["judge_run_id"], r["system"], r["base_system"]) ==
+                (p["profile"], p["judge_run_id"], p["system"], p["base_system"])]
+        assert len(rows) == p["n_common"]
+        assert statistics.fmean(r["final_score_diff"] for r in rows) == pytest.approx(
+            p["final_score_diff"], abs=1e-9)
+    assert any(p["n_common"] < len({s["case_id"] for s in scores}) for p in pairs)
 
 
 @pytest.mark.slow
