@@ -76,15 +76,17 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: Iterable[Any] = ()) 
 
 
 def _checkpoint_questions(con: duckdb.DuckDBPyConnection, run_id: str, step: int,
-                          format_column: str) -> list[dict]:
-    """Every counted response of one checkpoint, as vv_scored_responses has it under the
-    default policy (its format rule's column), with its question and the start of its text.
+                          format_column: str, uids: list[str] | None = None) -> list[dict]:
+    """Every counted response of one checkpoint (of its questions `uids` only, when given), as
+    vv_scored_responses has it under the default policy (its format rule's column), with its
+    question and the start of its text.
     Read from that checkpoint's scored and response parts only (first record of each key, as
     int_vv_later_records decides it: a key repeats only within its checkpoint), so a page costs
     its checkpoint, not the campaign, and holds no more than its rows."""
     return _rows(con, f"""
         WITH scored AS (
             SELECT * FROM stg_vv_scored_responses WHERE run_id = $1 AND step = $2
+              AND ($3::VARCHAR[] IS NULL OR list_contains($3::VARCHAR[], uid))
             QUALIFY row_number() OVER (PARTITION BY uid, sample_idx
                                        ORDER BY source_file, file_version, line) = 1
         ),
@@ -101,7 +103,7 @@ def _checkpoint_questions(con: duckdb.DuckDBPyConnection, run_id: str, step: int
         JOIN vv_questions AS q USING (uid)
         LEFT JOIN responses AS r ON r.source_file = s.source_file
               AND r.file_version = s.file_version AND r.line = s.line
-        ORDER BY s.uid, s.sample_idx""", [run_id, step])
+        ORDER BY s.uid, s.sample_idx""", [run_id, step, uids])
 
 
 def evaluation_page(evaluation_id: str) -> str:
@@ -164,10 +166,15 @@ def write_html(con: duckdb.DuckDBPyConnection, out: Path, profiles: list[str],
         written += _evaluation_pages(con, env, out, media, common, pages, views)
         boards = _boards(con, profiles, charts, pages)
     val = _val_policies(con, charts) if "vv_leaderboard" in views else []
+    compares: list[dict] = []
     if val:
         written += _checkpoint_pages(con, env, out, common, charts, views)
+        if "vv_question_history" in views:
+            pages, compares = _compare_pages(con, env, out, common)
+            written += pages
     index = env.get_template("index.html.j2").render(root="", boards=boards,
-                                                     val_policies=val, **common)
+                                                     val_policies=val, compares=compares,
+                                                     **common)
     written.insert(0, _write(out, "index.html", index))
     return written
 
@@ -347,3 +354,16 @@ def _checkpoint_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, commo
             **common)
         written.append(_write(out, rel, page))
     return written
+
+
+def _compare_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path,
+                   common: dict) -> tuple[list[str], list[dict]]:
+    """The compare and question pages of the default policy (`reports/val_compare.py`)."""
+    from dagster_project.reports.val_compare import write_compare_pages  # it imports this module
+
+    policy_row = default_policy_row()
+    format_column = {r["rule"]: r["column"] for r in read_seed("vv_format_rules")}[
+        policy_row["format_rule"]]
+    return write_compare_pages(
+        con, env, out, common, policy_row["policy"],
+        lambda run_id, step, uids: _checkpoint_questions(con, run_id, step, format_column, uids))

@@ -1,0 +1,248 @@
+"""The val suite question by question in the results browser: compare pages for pairs of
+checkpoints, and one page per question with its history across every run.
+
+`write_compare_pages` writes, under the default scoring policy:
+
+* `vv/compare/<run>/<step>_vs_<base_run>_<base_step>.html` for a bounded set of pairs
+  (`compared_pairs`): per run its last checkpoint against its best, its best against the
+  previous best (the best of the steps before it), each of its last `LAST_STEPS` checkpoints
+  against the one before, and its best against the best run's best. One row per question either
+  side answered (letters, correct rate, delta, extraction), filterable in the page to flips,
+  wrong answers, extraction failures and a category; the gains and losses per video and
+  category above it, with the pair's paired test and minimum detectable difference when
+  vv_run_pairs / vv_power hold the pair.
+* `vv/questions/<uid>.html` for each question on those pages: the question, its per-run strip
+  of right / wrong over the steps (vv_question_history), the compare pages it is on, and its
+  responses at the checkpoints where it changed on one of them (at most `RESPONSE_SAMPLES`
+  samples of `RESPONSE_CHARS` characters each).
+
+So an export holds at most (LAST_STEPS + 3) compare pages per run, whatever the number of
+checkpoints, each of at most one row per question, and at most one question page per question
+of the suite. Every page's data comes from the per-question views (vv_question_history) and,
+for the responses, from the parts of the checkpoints shown only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from dagster_project.reports.charts import safe_name
+from dagster_project.reports.html import _rows, _write, checkpoint_page
+
+LAST_STEPS = 2  # consecutive comparisons for each run's last checkpoints
+RESPONSE_SAMPLES = 4  # samples of a checkpoint shown on a question page
+RESPONSE_CHARS = 2000  # characters of a response shown on a question page
+TOP_GROUPS = 5  # videos and categories listed per direction on a compare page
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Checkpoint (run_id, step) compared against (base_run_id, base_step)."""
+
+    run_id: str
+    step: int
+    base_run_id: str
+    base_step: int
+    labels: tuple[str, ...] = field(default=(), compare=False)
+
+
+def compare_page(run_id: str, step: int, base_run_id: str, base_step: int) -> str:
+    """Where the compare page of a pair is, relative to the export."""
+    return (f"vv/compare/{safe_name(run_id)}/{int(step)}_vs_{safe_name(base_run_id)}_"
+            f"{int(base_step)}.html")
+
+
+def question_page(uid: str) -> str:
+    return f"vv/questions/{safe_name(uid)}.html"
+
+
+def compared_pairs(accuracy: dict[tuple[str, int], float | None],
+                   best: dict[str, int]) -> list[Pair]:
+    """The pairs the browser compares (module notes), from each checkpoint's accuracy (over
+    `all`) and each run's best step; ties go to the earliest step, as vv_best_checkpoints'."""
+    steps: dict[str, list[int]] = defaultdict(list)
+    for run, step in sorted(accuracy):
+        steps[run].append(step)
+    wanted: dict[tuple, list[str]] = defaultdict(list)
+
+    def add(run: str, step: int, base_run: str, base_step: int, label: str) -> None:
+        if (run, step) != (base_run, base_step):
+            wanted[(run, step, base_run, base_step)].append(label)
+
+    def rank(run: str, step: int) -> tuple[float, int]:
+        value = accuracy[(run, step)]
+        return (-value if value is not None else float("inf"), step)
+
+    for run, run_steps in steps.items():
+        top = best.get(run)
+        if top is None:
+            continue
+        add(run, run_steps[-1], run, top, "last vs best")
+        before = [s for s in run_steps if s < top]
+        if before:
+            add(run, top, run, min(before, key=lambda s: rank(run, s)), "best vs previous best")
+        for i in range(max(1, len(run_steps) - LAST_STEPS), len(run_steps)):
+            add(run, run_steps[i], run, run_steps[i - 1], "vs previous step")
+    bests = [(run, step) for run, step in sorted(best.items()) if (run, step) in accuracy]
+    if bests:
+        leader = min(bests, key=lambda c: (rank(*c), c[0]))
+        for run, step in bests:
+            if run != leader[0]:
+                add(run, step, *leader, "best vs the best run's best")
+    return [Pair(*key, labels=tuple(labels)) for key, labels in sorted(wanted.items())]
+
+
+def _strip(steps: list[int], marks: str) -> list[dict]:
+    """A run's right/wrong marks over its steps as spans of equal marks (a campaign of hundreds
+    of checkpoints flips rarely, so a strip stays a few spans long)."""
+    spans: list[dict] = []
+    for step, mark in zip(steps, marks, strict=True):
+        if spans and spans[-1]["mark"] == mark:
+            spans[-1]["last"] = step
+            spans[-1]["n"] += 1
+        else:
+            spans.append({"mark": mark, "first": step, "last": step, "n": 1})
+    return spans
+
+
+def _groups(rows: list[dict], key: str) -> dict[str, list[tuple[str, int]]]:
+    gains = Counter(r[key] for r in rows if r["delta"] is not None and r["delta"] > 0)
+    losses = Counter(r[key] for r in rows if r["delta"] is not None and r["delta"] < 0)
+    order = lambda c: sorted(c.items(), key=lambda kv: (-kv[1], str(kv[0])))[:TOP_GROUPS]  # noqa: E731
+    return {"gains": order(gains), "losses": order(losses)}
+
+
+Responses = Callable[[str, int, list[str]], list[dict]]
+
+
+def write_compare_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, common: dict,
+                        policy: str, responses: Responses) -> tuple[list[str], list[dict]]:
+    """Write the compare and question pages (module notes) into the export `out`; returns the
+    pages written (relative) and the compare pages as index entries. `responses(run_id, step,
+    uids)` gives the counted responses of a checkpoint's questions (the question browser's
+    reader)."""
+    accuracy = {(r["run_id"], r["step"]): r["accuracy"] for r in _rows(
+        con, "SELECT run_id, step, accuracy FROM vv_scores WHERE policy = ? "
+             "AND data_source = 'all'", [policy])}
+    best = dict(con.execute("SELECT run_id, best_step FROM vv_best_checkpoints WHERE policy = ?",
+                            [policy]).fetchall())
+    pairs = compared_pairs(accuracy, best)
+    if not pairs:
+        return [], []
+    checkpoints = sorted({(p.run_id, p.step) for p in pairs}
+                         | {(p.base_run_id, p.base_step) for p in pairs})
+    history: dict[tuple[str, int], dict[str, dict]] = defaultdict(dict)
+    for r in _rows(con, """
+            SELECT h.run_id, h.step, h.uid, h.n_samples, h.correct_rate, h.majority_correct,
+                   h.majority_letter, h.letters, h.extraction_method, h.n_none
+            FROM vv_question_history AS h
+            JOIN (SELECT unnest($1::VARCHAR[]) AS run_id, unnest($2::BIGINT[]) AS step) AS c
+              USING (run_id, step)
+            WHERE h.policy = $3""", [[c[0] for c in checkpoints], [c[1] for c in checkpoints],
+                                     policy]):
+        history[(r["run_id"], r["step"])][r["uid"]] = r
+    questions = {r["uid"]: r for r in _rows(con, """
+        SELECT uid, data_source, question, ground_truth, task, category, question_type,
+               video_uri, list_transform(options, lambda o: o.letter || '. ' || o.text) AS options
+        FROM vv_questions ORDER BY uid""")}
+    stats = {(r["run_id"], r["step"], r["base_run_id"], r["base_step"]): r for r in _rows(con, """
+        SELECT p.run_id, p.step, p.base_run_id, p.base_step, p.n_common, p.accuracy_diff,
+               p.diff_ci_low, p.diff_ci_high, p.p_value, p.mcnemar_p, w.mde_80
+        FROM vv_run_pairs AS p
+        LEFT JOIN vv_power AS w USING (policy, run_id, step, base_run_id, base_step, data_source)
+        WHERE p.policy = ? AND p.data_source = 'all'""", [policy])}
+
+    compare = env.get_template("compare.html.j2")
+    written: list[str] = []
+    entries: list[dict] = []
+    on_pages: dict[str, list[dict]] = defaultdict(list)  # uid -> the pages it is on
+    changed: dict[tuple[str, int], set[str]] = defaultdict(set)  # checkpoint -> uids
+    for pair in pairs:
+        rel = compare_page(pair.run_id, pair.step, pair.base_run_id, pair.base_step)
+        root = "../" * rel.count("/")
+        side, base = history[(pair.run_id, pair.step)], history[(pair.base_run_id, pair.base_step)]
+        rows = []
+        for uid in sorted(set(side) | set(base)):
+            a, b, q = side.get(uid), base.get(uid), questions.get(uid, {})
+            delta = (a["correct_rate"] - b["correct_rate"]) if a and b else None
+            rows.append({"uid": uid, "a": a, "b": b, "delta": delta,
+                         "page": root + question_page(uid),
+                         "question": q.get("question") or "", "category": q.get("category"),
+                         "video": q.get("video_uri") or uid,
+                         "data_source": q.get("data_source"),
+                         "ground_truth": q.get("ground_truth"),
+                         "failed": bool((a and a["n_none"]) or (b and b["n_none"]))})
+            if delta:
+                changed[(pair.run_id, pair.step)].add(uid)
+                changed[(pair.base_run_id, pair.base_step)].add(uid)
+        title = (f"{pair.run_id} step {pair.step} vs {pair.base_run_id} step {pair.base_step}")
+        entry = {"rel": rel, "title": title, "labels": pair.labels, "pair": pair,
+                 "accuracy": accuracy.get((pair.run_id, pair.step)),
+                 "base_accuracy": accuracy.get((pair.base_run_id, pair.base_step)),
+                 "gains": sum(1 for r in rows if r["delta"] and r["delta"] > 0),
+                 "losses": sum(1 for r in rows if r["delta"] and r["delta"] < 0)}
+        for r in rows:
+            on_pages[r["uid"]].append(entry)
+        page = compare.render(
+            root=root, pair=pair, entry=entry, rows=rows, policy=policy,
+            stats=stats.get((pair.run_id, pair.step, pair.base_run_id, pair.base_step)),
+            by_video=_groups(rows, "video"), by_category=_groups(rows, "category"),
+            categories=sorted({str(r["category"]) for r in rows if r["category"] is not None}),
+            checkpoint_pages=(_checkpoint(pair.run_id, pair.step, root),
+                              _checkpoint(pair.base_run_id, pair.base_step, root)),
+            **common)
+        written.append(_write(out, rel, page))
+        entries.append(entry)
+    written += _question_pages(con, env, out, common, policy, questions, on_pages, changed,
+                               responses)
+    return written, entries
+
+
+def _checkpoint(run_id: str, step: int, root: str) -> str:
+    return root + checkpoint_page(run_id, step)
+
+
+def _question_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, common: dict,
+                    policy: str, questions: dict[str, dict], on_pages: dict[str, list[dict]],
+                    changed: dict[tuple[str, int], set[str]], responses: Responses
+                    ) -> list[str]:
+    strips: dict[str, list[dict]] = defaultdict(list)
+    for r in _rows(con, """
+            SELECT uid, run_id, list(step ORDER BY step) AS steps,
+                   string_agg(CASE WHEN majority_correct THEN 'r' ELSE 'w' END, ''
+                              ORDER BY step) AS marks,
+                   any_value(first_right_step) AS first_right_step,
+                   any_value(n_flips) AS n_flips, any_value(last_flip_step) AS last_flip_step
+            FROM vv_question_history WHERE policy = ?
+            GROUP BY uid, run_id ORDER BY uid, run_id""", [policy]):
+        if r["uid"] in on_pages:
+            strips[r["uid"]].append(dict(r, spans=_strip(r["steps"], r["marks"])))
+    shown: dict[str, list[dict]] = defaultdict(list)
+    for (run_id, step), uids in sorted(changed.items()):
+        taken: Counter[str] = Counter()
+        for r in responses(run_id, step, sorted(uids)):  # in (uid, sample_idx) order
+            taken[r["uid"]] += 1
+            if taken[r["uid"]] <= RESPONSE_SAMPLES:
+                text = r["response"] or ""
+                shown[r["uid"]].append(dict(r, response=text[:RESPONSE_CHARS],
+                                            cut=len(text) > RESPONSE_CHARS))
+    template = env.get_template("question.html.j2")
+    written = []
+    for uid in sorted(on_pages):
+        rel = question_page(uid)
+        root = "../" * rel.count("/")
+        page = template.render(
+            root=root, uid=uid, q=questions.get(uid, {}), strips=strips.get(uid, []),
+            pages=[dict(e, href=root + e["rel"]) for e in on_pages[uid]],
+            responses=[dict(r, page=_checkpoint(r["run_id"], r["step"], root))
+                       for r in shown.get(uid, [])],
+            response_samples=RESPONSE_SAMPLES, response_chars=RESPONSE_CHARS, policy=policy,
+            **common)
+        written.append(_write(out, rel, page))
+    return written
