@@ -7,19 +7,20 @@ checkpoints, and one page per question with its history across every run.
   (`compared_pairs`): per run its last checkpoint against its best, its best against the
   previous best (the best of the steps before it), each of its last `LAST_STEPS` checkpoints
   against the one before, and its best against the best run's best. One row per question either
-  side answered (letters, correct rate, delta, extraction), filterable in the page to flips,
+  side answered (letters, share right, delta, extraction), filterable in the page to changes,
   wrong answers, extraction failures and a category; the gains and losses per video and
   category above it, with the pair's paired test and minimum detectable difference when
-  vv_run_pairs / vv_power hold the pair.
+  vv_run_pairs / vv_power hold the pair. Each page reads its two checkpoints' rows of
+  vv_question_history, nothing else of the campaign.
 * `vv/questions/<uid>.html` for each question on those pages: the question, its per-run strip
-  of right / wrong over the steps (vv_question_history), the compare pages it is on, and its
-  responses at the checkpoints where it changed on one of them (at most `RESPONSE_SAMPLES`
-  samples of `RESPONSE_CHARS` characters each).
+  of right / wrong over the steps (vv_question_history), the compare pages where its verdict
+  flipped, and its responses at the checkpoints of those flips (the latest
+  `RESPONSE_CHECKPOINTS` of them, `RESPONSE_SAMPLES` samples of `RESPONSE_CHARS` characters
+  each, read from those checkpoints' parts only).
 
 So an export holds at most (LAST_STEPS + 3) compare pages per run, whatever the number of
 checkpoints, each of at most one row per question, and at most one question page per question
-of the suite. Every page's data comes from the per-question views (vv_question_history) and,
-for the responses, from the parts of the checkpoints shown only.
+of the suite, each of bounded size but for its strip (a span per run of equal verdicts).
 """
 
 from __future__ import annotations
@@ -36,9 +37,12 @@ from dagster_project.reports.charts import safe_name
 from dagster_project.reports.html import _rows, _write, checkpoint_page
 
 LAST_STEPS = 2  # consecutive comparisons for each run's last checkpoints
-RESPONSE_SAMPLES = 4  # samples of a checkpoint shown on a question page
-RESPONSE_CHARS = 2000  # characters of a response shown on a question page
+RESPONSE_CHECKPOINTS = 6  # checkpoints whose responses a question page shows
+RESPONSE_SAMPLES = 2  # samples of each
+RESPONSE_CHARS = 1500  # characters of each response
 TOP_GROUPS = 5  # videos and categories listed per direction on a compare page
+
+Responses = Callable[[str, int, list[str]], list[dict]]
 
 
 @dataclass(frozen=True)
@@ -99,8 +103,8 @@ def compared_pairs(accuracy: dict[tuple[str, int], float | None],
 
 
 def _strip(steps: list[int], marks: str) -> list[dict]:
-    """A run's right/wrong marks over its steps as spans of equal marks (a campaign of hundreds
-    of checkpoints flips rarely, so a strip stays a few spans long)."""
+    """A run's right/wrong marks over its steps as spans of equal marks (a question's verdict
+    changes at a few of hundreds of checkpoints, so a strip stays a few spans long)."""
     spans: list[dict] = []
     for step, mark in zip(steps, marks, strict=True):
         if spans and spans[-1]["mark"] == mark:
@@ -111,14 +115,31 @@ def _strip(steps: list[int], marks: str) -> list[dict]:
     return spans
 
 
-def _groups(rows: list[dict], key: str) -> dict[str, list[tuple[str, int]]]:
-    gains = Counter(r[key] for r in rows if r["delta"] is not None and r["delta"] > 0)
-    losses = Counter(r[key] for r in rows if r["delta"] is not None and r["delta"] < 0)
-    order = lambda c: sorted(c.items(), key=lambda kv: (-kv[1], str(kv[0])))[:TOP_GROUPS]  # noqa: E731
-    return {"gains": order(gains), "losses": order(losses)}
+def _groups(rows: list[dict], key: str) -> dict[str, list[tuple[Any, int]]]:
+    def top(counts: Counter) -> list[tuple[Any, int]]:
+        return sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))[:TOP_GROUPS]
+
+    return {"gains": top(Counter(r[key] for r in rows if (r["delta"] or 0) > 0)),
+            "losses": top(Counter(r[key] for r in rows if (r["delta"] or 0) < 0))}
 
 
-Responses = Callable[[str, int, list[str]], list[dict]]
+# One compare page's rows: both checkpoints' rows of every question either answered.
+_PAIR_ROWS = """
+WITH a AS (SELECT * FROM vv_question_history WHERE policy = $policy AND run_id = $run
+           AND step = $step),
+b AS (SELECT * FROM vv_question_history WHERE policy = $policy AND run_id = $base_run
+      AND step = $base_step)
+SELECT coalesce(a.uid, b.uid) AS uid, q.category, left(q.question, 60) AS question,
+       q.ground_truth, coalesce(q.video_uri, coalesce(a.uid, b.uid)) AS video,
+       a.letters, b.letters AS base_letters, a.correct_rate, b.correct_rate AS base_correct_rate,
+       a.correct_rate - b.correct_rate AS delta, a.majority_correct,
+       b.majority_correct AS base_majority_correct,
+       a.extraction_method, b.extraction_method AS base_extraction_method,
+       coalesce(a.n_none, 0) + coalesce(b.n_none, 0) > 0 AS failed
+FROM a FULL JOIN b USING (uid)
+LEFT JOIN vv_questions AS q ON q.uid = coalesce(a.uid, b.uid)
+ORDER BY 1
+"""
 
 
 def write_compare_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, common: dict,
@@ -133,85 +154,67 @@ def write_compare_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, com
     best = dict(con.execute("SELECT run_id, best_step FROM vv_best_checkpoints WHERE policy = ?",
                             [policy]).fetchall())
     pairs = compared_pairs(accuracy, best)
-    if not pairs:
-        return [], []
-    checkpoints = sorted({(p.run_id, p.step) for p in pairs}
-                         | {(p.base_run_id, p.base_step) for p in pairs})
-    history: dict[tuple[str, int], dict[str, dict]] = defaultdict(dict)
-    for r in _rows(con, """
-            SELECT h.run_id, h.step, h.uid, h.n_samples, h.correct_rate, h.majority_correct,
-                   h.majority_letter, h.letters, h.extraction_method, h.n_none
-            FROM vv_question_history AS h
-            JOIN (SELECT unnest($1::VARCHAR[]) AS run_id, unnest($2::BIGINT[]) AS step) AS c
-              USING (run_id, step)
-            WHERE h.policy = $3""", [[c[0] for c in checkpoints], [c[1] for c in checkpoints],
-                                     policy]):
-        history[(r["run_id"], r["step"])][r["uid"]] = r
-    questions = {r["uid"]: r for r in _rows(con, """
-        SELECT uid, data_source, question, ground_truth, task, category, question_type,
-               video_uri, list_transform(options, lambda o: o.letter || '. ' || o.text) AS options
-        FROM vv_questions ORDER BY uid""")}
     stats = {(r["run_id"], r["step"], r["base_run_id"], r["base_step"]): r for r in _rows(con, """
         SELECT p.run_id, p.step, p.base_run_id, p.base_step, p.n_common, p.accuracy_diff,
                p.diff_ci_low, p.diff_ci_high, p.p_value, p.mcnemar_p, w.mde_80
         FROM vv_run_pairs AS p
         LEFT JOIN vv_power AS w USING (policy, run_id, step, base_run_id, base_step, data_source)
         WHERE p.policy = ? AND p.data_source = 'all'""", [policy])}
-
-    compare = env.get_template("compare.html.j2")
+    template = env.get_template("compare.html.j2")
     written: list[str] = []
     entries: list[dict] = []
-    on_pages: dict[str, list[dict]] = defaultdict(list)  # uid -> the pages it is on
-    changed: dict[tuple[str, int], set[str]] = defaultdict(set)  # checkpoint -> uids
+    flipped_on: dict[str, list[dict]] = defaultdict(list)  # uid -> compare pages it flipped on
     for pair in pairs:
-        rel = compare_page(pair.run_id, pair.step, pair.base_run_id, pair.base_step)
-        root = "../" * rel.count("/")
-        side, base = history[(pair.run_id, pair.step)], history[(pair.base_run_id, pair.base_step)]
-        rows = []
-        for uid in sorted(set(side) | set(base)):
-            a, b, q = side.get(uid), base.get(uid), questions.get(uid, {})
-            delta = (a["correct_rate"] - b["correct_rate"]) if a and b else None
-            rows.append({"uid": uid, "a": a, "b": b, "delta": delta,
-                         "page": root + question_page(uid),
-                         "question": q.get("question") or "", "category": q.get("category"),
-                         "video": q.get("video_uri") or uid,
-                         "data_source": q.get("data_source"),
-                         "ground_truth": q.get("ground_truth"),
-                         "failed": bool((a and a["n_none"]) or (b and b["n_none"]))})
-            if delta:
-                changed[(pair.run_id, pair.step)].add(uid)
-                changed[(pair.base_run_id, pair.base_step)].add(uid)
-        title = (f"{pair.run_id} step {pair.step} vs {pair.base_run_id} step {pair.base_step}")
-        entry = {"rel": rel, "title": title, "labels": pair.labels, "pair": pair,
-                 "accuracy": accuracy.get((pair.run_id, pair.step)),
-                 "base_accuracy": accuracy.get((pair.base_run_id, pair.base_step)),
-                 "gains": sum(1 for r in rows if r["delta"] and r["delta"] > 0),
-                 "losses": sum(1 for r in rows if r["delta"] and r["delta"] < 0)}
-        for r in rows:
-            on_pages[r["uid"]].append(entry)
-        page = compare.render(
-            root=root, pair=pair, entry=entry, rows=rows, policy=policy,
-            stats=stats.get((pair.run_id, pair.step, pair.base_run_id, pair.base_step)),
-            by_video=_groups(rows, "video"), by_category=_groups(rows, "category"),
-            categories=sorted({str(r["category"]) for r in rows if r["category"] is not None}),
-            checkpoint_pages=(_checkpoint(pair.run_id, pair.step, root),
-                              _checkpoint(pair.base_run_id, pair.base_step, root)),
-            **common)
-        written.append(_write(out, rel, page))
+        entry, rows = _compare_page(con, template, out, common, policy, pair, accuracy, stats)
+        written.append(entry["rel"])
         entries.append(entry)
-    written += _question_pages(con, env, out, common, policy, questions, on_pages, changed,
-                               responses)
+        for r in rows:
+            if r["majority_correct"] is not None and r["base_majority_correct"] is not None \
+                    and r["majority_correct"] != r["base_majority_correct"]:
+                flipped_on[r["uid"]].append(entry)
+        entry["uids"] = [r["uid"] for r in rows]
+    on_pages = sorted({uid for e in entries for uid in e.pop("uids")})
+    written += _question_pages(con, env, out, common, policy, on_pages, flipped_on, responses)
     return written, entries
 
 
-def _checkpoint(run_id: str, step: int, root: str) -> str:
-    return root + checkpoint_page(run_id, step)
+def _compare_page(con: duckdb.DuckDBPyConnection, template: Any, out: Path, common: dict,
+                  policy: str, pair: Pair, accuracy: dict, stats: dict
+                  ) -> tuple[dict, list[dict]]:
+    rel = compare_page(pair.run_id, pair.step, pair.base_run_id, pair.base_step)
+    root = "../" * rel.count("/")
+    found = con.execute(_PAIR_ROWS, {"policy": policy, "run": pair.run_id, "step": pair.step,
+                                     "base_run": pair.base_run_id, "base_step": pair.base_step})
+    names = [d[0] for d in found.description]
+    rows = [dict(zip(names, r, strict=True), page=root + question_page(r[0]))
+            for r in found.fetchall()]
+    entry = {"rel": rel, "labels": pair.labels, "pair": pair,
+             "title": f"{pair.run_id} step {pair.step} vs {pair.base_run_id} "
+                      f"step {pair.base_step}",
+             "accuracy": accuracy.get((pair.run_id, pair.step)),
+             "base_accuracy": accuracy.get((pair.base_run_id, pair.base_step)),
+             "gains": sum(1 for r in rows if (r["delta"] or 0) > 0),
+             "losses": sum(1 for r in rows if (r["delta"] or 0) < 0)}
+    page = template.render(
+        root=root, pair=pair, entry=entry, rows=rows, policy=policy,
+        stats=stats.get((pair.run_id, pair.step, pair.base_run_id, pair.base_step)),
+        by_video=_groups(rows, "video"), by_category=_groups(rows, "category"),
+        categories=sorted({str(r["category"]) for r in rows if r["category"] is not None}),
+        checkpoint_pages=(root + checkpoint_page(pair.run_id, pair.step),
+                          root + checkpoint_page(pair.base_run_id, pair.base_step)),
+        **common)
+    _write(out, rel, page)
+    return entry, rows
 
 
 def _question_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, common: dict,
-                    policy: str, questions: dict[str, dict], on_pages: dict[str, list[dict]],
-                    changed: dict[tuple[str, int], set[str]], responses: Responses
-                    ) -> list[str]:
+                    policy: str, uids: list[str], flipped_on: dict[str, list[dict]],
+                    responses: Responses) -> list[str]:
+    wanted = set(uids)
+    questions = {r["uid"]: r for r in _rows(con, """
+        SELECT uid, data_source, question, ground_truth, task, category, question_type,
+               video_uri, list_transform(options, lambda o: o.letter || '. ' || o.text) AS options
+        FROM vv_questions""") if r["uid"] in wanted}
     strips: dict[str, list[dict]] = defaultdict(list)
     for r in _rows(con, """
             SELECT uid, run_id, list(step ORDER BY step) AS steps,
@@ -221,12 +224,19 @@ def _question_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, common:
                    any_value(n_flips) AS n_flips, any_value(last_flip_step) AS last_flip_step
             FROM vv_question_history WHERE policy = ?
             GROUP BY uid, run_id ORDER BY uid, run_id""", [policy]):
-        if r["uid"] in on_pages:
+        if r["uid"] in wanted:
             strips[r["uid"]].append(dict(r, spans=_strip(r["steps"], r["marks"])))
+    # the checkpoints of each question's flips, the latest steps first, a bounded number
+    shown_at: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for uid, entries in flipped_on.items():
+        sides = {side for e in entries for side in ((e["pair"].run_id, e["pair"].step),
+                                                    (e["pair"].base_run_id, e["pair"].base_step))}
+        for checkpoint in sorted(sides, key=lambda c: (-c[1], c[0]))[:RESPONSE_CHECKPOINTS]:
+            shown_at[checkpoint].append(uid)
     shown: dict[str, list[dict]] = defaultdict(list)
-    for (run_id, step), uids in sorted(changed.items()):
+    for (run_id, step), at in sorted(shown_at.items()):
         taken: Counter[str] = Counter()
-        for r in responses(run_id, step, sorted(uids)):  # in (uid, sample_idx) order
+        for r in responses(run_id, step, sorted(at)):  # in (uid, sample_idx) order
             taken[r["uid"]] += 1
             if taken[r["uid"]] <= RESPONSE_SAMPLES:
                 text = r["response"] or ""
@@ -234,15 +244,16 @@ def _question_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, common:
                                             cut=len(text) > RESPONSE_CHARS))
     template = env.get_template("question.html.j2")
     written = []
-    for uid in sorted(on_pages):
+    for uid in uids:
         rel = question_page(uid)
         root = "../" * rel.count("/")
         page = template.render(
             root=root, uid=uid, q=questions.get(uid, {}), strips=strips.get(uid, []),
-            pages=[dict(e, href=root + e["rel"]) for e in on_pages[uid]],
-            responses=[dict(r, page=_checkpoint(r["run_id"], r["step"], root))
-                       for r in shown.get(uid, [])],
-            response_samples=RESPONSE_SAMPLES, response_chars=RESPONSE_CHARS, policy=policy,
-            **common)
+            pages=[dict(e, href=root + e["rel"]) for e in flipped_on.get(uid, [])],
+            responses=[dict(r, page=root + checkpoint_page(r["run_id"], r["step"]))
+                       for r in sorted(shown.get(uid, []), key=lambda r: (
+                           r["run_id"], r["step"], r["sample_idx"]))],
+            response_checkpoints=RESPONSE_CHECKPOINTS, response_samples=RESPONSE_SAMPLES,
+            response_chars=RESPONSE_CHARS, policy=policy, **common)
         written.append(_write(out, rel, page))
     return written

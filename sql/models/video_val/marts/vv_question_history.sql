@@ -11,7 +11,7 @@
 SELECT p.policy, h.run_id, h.uid, h.step, h.n_samples, h.correct_rate, h.n_correct,
        h.majority_letter, h.majority_correct, h.n_majority, h.agreement, h.letters,
        h.extraction_method, h.n_fallback, h.n_none, h.prev_step, h.prev_correct_rate,
-       h.flipped, h.n_steps, h.first_right_step, h.n_flips, h.last_flip_step,
+       h.flipped, h.n_steps, h.first_right_step, h.n_flips, h.last_flip_step, h.best_step,
        h.data_source, q.ground_truth, q.task, q.category, q.question_type,
        coalesce(q.video_uri, h.uid) AS video, v.duration_s,
        CASE WHEN v.duration_s IS NULL THEN 'unknown' WHEN v.duration_s < 120 THEN 'short'
