@@ -14,7 +14,8 @@ val       A questions table of the published size (5,645 rows), then `runs × ch
           files `<run>/<step>.jsonl`, each of 5,645 × `samples` responses (~1 KB of thinking,
           boxed answers, plain-text answers, a few without any): 11.3 M with the defaults.
           `materialize --select group:video_val` from scratch (checks and views included), the
-          first `sql` of vv_best_checkpoints, vv_scores and vv_run_pairs, each in a fresh
+          first `sql` of vv_best_checkpoints, vv_scores, vv_run_pairs, vv_question_history,
+          vv_flips and vv_flip_groups, each in a fresh
           process; then one more checkpoint file (materialize, then vv_best_checkpoints again);
           then `export`. Reference: DuckDB reading the same JSONL files (count and total length
           of the responses, 2 threads).
@@ -263,7 +264,10 @@ def bench_val(args: argparse.Namespace, work: Path, table: Table) -> None:
     print(profile(run, home, started), flush=True)
     for what, sql in (("vv_best_checkpoints", "SELECT * FROM vv_best_checkpoints"),
                       ("vv_scores", "SELECT count(*) FROM vv_scores"),
-                      ("vv_run_pairs", "SELECT count(*) FROM vv_run_pairs")):
+                      ("vv_run_pairs", "SELECT count(*) FROM vv_run_pairs"),
+                      ("vv_question_history", "SELECT count(*) FROM vv_question_history"),
+                      ("vv_flips", "SELECT count(*) FROM vv_flips"),
+                      ("vv_flip_groups", "SELECT count(*) FROM vv_flip_groups")):
         run = benchlake("sql", sql, "--format", "csv", env=env)
         rows = len(run.stdout.strip().splitlines()) - 1
         table.add(f"  first query: {what}", run, notes=f"sql \"{sql}\" -> {rows} row(s)"

@@ -87,15 +87,17 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: Iterable[Any] = ()) 
 
 
 def _checkpoint_questions(con: duckdb.DuckDBPyConnection, run_id: str, step: int,
-                          format_column: str) -> list[dict]:
-    """Every counted response of one checkpoint, as vv_scored_responses has it under the
-    default policy (its format rule's column), with its question and the start of its text.
+                          format_column: str, uids: list[str] | None = None) -> list[dict]:
+    """Every counted response of one checkpoint (of its questions `uids` only, when given), as
+    vv_scored_responses has it under the default policy (its format rule's column), with its
+    question and the start of its text.
     Read from that checkpoint's scored and response parts only (first record of each key, as
     int_vv_later_records decides it: a key repeats only within its checkpoint), so a page costs
     its checkpoint, not the campaign, and holds no more than its rows."""
     return _rows(con, f"""
         WITH scored AS (
             SELECT * FROM stg_vv_scored_responses WHERE run_id = $1 AND step = $2
+              AND ($3::VARCHAR[] IS NULL OR list_contains($3::VARCHAR[], uid))
             QUALIFY row_number() OVER (PARTITION BY uid, sample_idx
                                        ORDER BY source_file, file_version, line) = 1
         ),
@@ -112,7 +114,7 @@ def _checkpoint_questions(con: duckdb.DuckDBPyConnection, run_id: str, step: int
         JOIN vv_questions AS q USING (uid)
         LEFT JOIN responses AS r ON r.source_file = s.source_file
               AND r.file_version = s.file_version AND r.line = s.line
-        ORDER BY s.uid, s.sample_idx""", [run_id, step])
+        ORDER BY s.uid, s.sample_idx""", [run_id, step, uids])
 
 
 def evaluation_page(evaluation_id: str) -> str:
@@ -176,15 +178,20 @@ def write_html(con: duckdb.DuckDBPyConnection, out: Path, profiles: list[str],
         boards = _boards(con, profiles, charts, set(data["evaluations"]))
         compares: dict[str, list[dict]] = {}
         if "rvp_case_diffs" in views:
-            pages, compares = _compare_pages(con, env, out, media, common, data, boards,
-                                             profiles)
+            pages, compares = _side_by_side_pages(con, env, out, media, common, data, boards,
+                                                 profiles)
             written += pages
         written = _evaluation_pages(env, out, media, common, data, compares) + written
     val = _val_policies(con, charts) if "vv_leaderboard" in views else []
+    checkpoint_pairs: list[dict] = []
     if val:
         written += _checkpoint_pages(con, env, out, common, charts, views)
+        if "vv_question_history" in views:
+            pages, checkpoint_pairs = _vv_compare_pages(con, env, out, common)
+            written += pages
     index = env.get_template("index.html.j2").render(
-        root="", boards=boards, val_policies=val, files=_export_files(tables, charts), **common)
+        root="", boards=boards, val_policies=val, compares=checkpoint_pairs,
+        files=_export_files(tables, charts), **common)
     written.insert(0, _write(out, "index.html", index))
     return written
 
@@ -379,7 +386,7 @@ def _evaluation_pages(env: Any, out: Path, media: _Media, common: dict, data: di
 # --- Rynn-VP side by side: two systems on one case ----------------------------------------------
 
 
-def compare_page(system: str, base_system: str, case_id: str) -> str:
+def side_by_side_page(system: str, base_system: str, case_id: str) -> str:
     """Where the side-by-side page of two systems on one case is, relative to the export."""
     return (f"rvp/compare/{safe_name(system)}/{safe_name(base_system)}/"
             f"{safe_name(case_id)}.html")
@@ -404,7 +411,7 @@ def _side_by_side_pairs(boards: list[dict]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _compare_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, media: _Media,
+def _side_by_side_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, media: _Media,
                    common: dict, data: dict[str, Any], boards: list[dict],
                    profiles: list[str]) -> tuple[list[str], dict[str, list[dict]]]:
     """One page per side-by-side pair and case both systems have an evaluation of: both
@@ -418,7 +425,7 @@ def _compare_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, media: _
     by_key: dict[tuple, list[dict]] = defaultdict(list)
     for d in diffs:
         by_key[(d["system"], d["base_system"], d["case_id"])].append(d)
-    template = env.get_template("compare.html.j2")
+    template = env.get_template("side_by_side.html.j2")
     written: list[str] = []
     compares: dict[str, list[dict]] = defaultdict(list)
     for system, base in pairs:
@@ -426,7 +433,7 @@ def _compare_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, media: _
             sides = [f"{system}/{case_id}", f"{base}/{case_id}"]
             if not all(eid in data["evaluations"] for eid in sides):
                 continue
-            rel = compare_page(system, base, case_id)
+            rel = side_by_side_page(system, base, case_id)
             root = "../" * rel.count("/")
             compares[sides[0]].append({"other": base, "page": rel})
             compares[sides[1]].append({"other": system, "page": rel})
@@ -458,7 +465,7 @@ def _compare_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, media: _
     for board in boards:
         board["pairs"] = []
         for system, base in pairs:
-            cases = [dict(d, page=p if (p := compare_page(system, base, d["case_id"])) in pages
+            cases = [dict(d, page=p if (p := side_by_side_page(system, base, d["case_id"])) in pages
                           else None)
                      for d in diffs if (d["profile"], d["judge_run_id"], d["system"],
                                         d["base_system"]) == (board["profile"],
@@ -513,3 +520,16 @@ def _checkpoint_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, commo
             **common)
         written.append(_write(out, rel, page))
     return written
+
+
+def _vv_compare_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path,
+                   common: dict) -> tuple[list[str], list[dict]]:
+    """The compare and question pages of the default policy (`reports/val_compare.py`)."""
+    from dagster_project.reports.val_compare import write_compare_pages  # it imports this module
+
+    policy_row = default_policy_row()
+    format_column = {r["rule"]: r["column"] for r in read_seed("vv_format_rules")}[
+        policy_row["format_rule"]]
+    return write_compare_pages(
+        con, env, out, common, policy_row["policy"],
+        lambda run_id, step, uids: _checkpoint_questions(con, run_id, step, format_column, uids))

@@ -43,8 +43,14 @@ SCORED_INVARIANTS = {
 QUESTION_INVARIANTS = {
     "counts within the samples": "k < 1 OR n_correct NOT BETWEEN 0 AND k OR "
                                  "n_format_card NOT BETWEEN 0 AND k OR "
-                                 "n_format_exact NOT BETWEEN 0 AND k",
+                                 "n_format_exact NOT BETWEEN 0 AND k OR "
+                                 "n_majority NOT BETWEEN 0 AND k OR "
+                                 "n_fallback + n_none NOT BETWEEN 0 AND k",
     "no letter voted, no sample correct": "majority_letter IS NULL AND n_correct > 0",
+    "a majority letter exactly when a sample has a letter":
+        "(majority_letter IS NULL) <> (n_none = k)",
+    "one letter or `-` per sample": "length(letters) <> k OR "
+                                    "n_none <> length(letters) - length(replace(letters, '-', ''))",
 }
 # (source_file, file_version, line) is one record: each part holds it once
 UNIQUE_ROWS = {"vv_responses": ["source_file", "file_version", "line"],

@@ -32,7 +32,7 @@ from dagster_project.tables import raw_schema
 from dagster_project.video_val.format_rules import FORMAT_RULES
 from dagster_project.video_val.response_parts import PartsResult, scored_store
 
-QUESTION_SCORES_VERSION = "1"
+QUESTION_SCORES_VERSION = "2"
 QUESTION_SCORES_SCHEMA = raw_schema("vv_question_scores")
 FORMAT_COLUMNS = [f"format_{rule}" for rule in FORMAT_RULES]
 
@@ -69,7 +69,9 @@ def checkpoints_of(path: Path) -> set[tuple[str, int]]:
 # (source_file, file_version, line) order), then per question: the samples counted, the correct
 # ones, each format rule's passes, and the majority letter over the extracted letters (samples
 # without one do not vote; a tie goes to the alphabetically first letter), as vv_sample_metrics
-# defined it over the responses.
+# defined it over the responses; and for the question views (vv_question_history) how many
+# samples gave that letter, how many letters the fallback found or none was, and the letters in
+# sample order (`-` for none).
 _SQL = """
 WITH accepted AS (
     SELECT * FROM read_parquet($files)
@@ -88,7 +90,11 @@ majority AS (
 SELECT a.run_id, a.step, a.uid, any_value(a.data_source) AS data_source,
        any_value(a.ground_truth) AS ground_truth, count(*) AS k,
        count(*) FILTER (WHERE a.correct) AS n_correct,
-       {formats}, any_value(m.majority_letter) AS majority_letter
+       {formats}, any_value(m.majority_letter) AS majority_letter,
+       count(*) FILTER (WHERE a.extracted = m.majority_letter) AS n_majority,
+       count(*) FILTER (WHERE a.extraction_method = 'fallback') AS n_fallback,
+       count(*) FILTER (WHERE a.extraction_method = 'none') AS n_none,
+       string_agg(coalesce(a.extracted, '-'), '' ORDER BY a.sample_idx) AS letters
 FROM accepted AS a LEFT JOIN majority AS m USING (uid)
 GROUP BY a.run_id, a.step, a.uid
 ORDER BY a.uid

@@ -154,3 +154,50 @@ list_transform(list_transform(list_transform(list_transform(range({{ n }}),
     lambda x: (xor(x, x >> 15) * CAST(2221713035 AS UBIGINT)) % CAST(4294967296 AS UBIGINT)),
     lambda x: CAST(xor(x, x >> 16) % ({{ n }}) AS BIGINT) + 1)
 {%- endmacro %}
+
+{#- lmms-eval 0.7.3's figures for repeated samples (lmms_eval/api/metrics.py), as aggregates over
+    question rows that hold each question's samples `n` and correct samples `c` (0/1 scores: the
+    counts are all these functions use). One row per question with n >= 1:
+      expected_accuracy  the mean of every sample's score: sum c / sum n (a question weighs by
+                         its samples, unlike the mean of per-question rates)
+      consistency_rate   the share of questions whose samples all score the same (all right or
+                         all wrong; one sample always is)
+      internal_variance  the mean over questions with n >= 2 of the samples' variance (ddof 1),
+                         c (n - c) / (n (n - 1)) for 0/1 scores; NULL without such a question
+                         (lmms-eval: NaN) -#}
+{% macro expected_accuracy(c, n) -%}
+{{ finite_or_null('sum(' ~ c ~ ') / sum(' ~ n ~ ')') }}
+{%- endmacro %}
+
+{% macro consistency_rate(c, n) -%}
+avg(CASE WHEN ({{ c }}) = 0 OR ({{ c }}) = ({{ n }}) THEN 1.0 ELSE 0.0 END)
+{%- endmacro %}
+
+{% macro internal_variance(c, n) -%}
+avg(CASE WHEN ({{ n }}) >= 2
+         THEN ({{ c }}) * (({{ n }}) - ({{ c }})) / (({{ n }}) * (({{ n }}) - 1)) END)
+{%- endmacro %}
+
+{#- Power of a paired comparison, as lmms-eval 0.7.3's power_analysis (Miller 2024, section 5)
+    computes it, for alpha = 0.05 two-sided and 80 % power, with normal quantiles from the seed
+    stat_normal_quantiles (scipy's doubles):
+      power_z()                        z(0.975) + z(0.8) = 2.8016 (alpha_z + beta_z, in that order)
+      mde(se)                          the smallest difference detectable: power_z * se, with se
+                                       the standard error of the mean difference
+      questions_needed(diff, sd)       ceil(((alpha_z + beta_z) / (diff / sd))^2): the questions a
+                                       difference `diff` needs when a question's paired difference
+                                       has standard deviation sd (lmms-eval's min_n); NULL when
+                                       sd or diff is not positive -#}
+{% macro power_z() -%}
+((SELECT stat_nq.z FROM {{ ref('stat_normal_quantiles') }} AS stat_nq WHERE stat_nq.p = 0.975)
+ + (SELECT stat_nq.z FROM {{ ref('stat_normal_quantiles') }} AS stat_nq WHERE stat_nq.p = 0.8))
+{%- endmacro %}
+
+{% macro mde(se) -%}
+{{ finite_or_null(power_z() ~ ' * (' ~ se ~ ')') }}
+{%- endmacro %}
+
+{% macro questions_needed(diff, sd) -%}
+(CASE WHEN ({{ sd }}) > 0 AND ({{ diff }}) > 0
+      THEN CAST(ceil(({{ power_z() }} / (({{ diff }}) / ({{ sd }}))) ^ 2) AS BIGINT) END)
+{%- endmacro %}

@@ -4,7 +4,8 @@
     scope (each data_source, and 'all'): n_common, accuracy_diff (mean of per-question accuracy
     differences, each a mean over its samples), its SE clustered by video and 95 % interval,
     p_value (paired t), mcnemar_p (exact, when both sides have one sample per common question)
-    and the discordant counts.
+    and the discordant counts; diff_sd, the plain standard deviation of the per-question
+    differences (ddof 1), and n_videos, the clusters, for the power figures (vv_power).
     Built for campaigns of hundreds of checkpoints: a pair and its mirror are computed once (the
     mirror negates the difference, swaps the discordant counts and keeps every p); the joined
     questions carry integer ids only (checkpoint, question, video, source) and stream into sums
@@ -70,6 +71,9 @@ totals AS (
 computed AS (
     SELECT pair_id, src, CAST(diff_n AS BIGINT) AS n_common, diff_s / diff_n AS accuracy_diff,
            {{ clustered_se('diff') }} AS diff_se, diff_clusters - 1 AS diff_df,
+           CASE WHEN diff_n >= 2 THEN {{ finite_or_null(
+               'sqrt(greatest(0.0, (diff_q - diff_s * diff_s / diff_n) / (diff_n - 1)))') }}
+           END AS diff_sd, CAST(diff_clusters AS BIGINT) AS n_videos,
            CAST(n_only_run AS BIGINT) AS n_only_run, CAST(n_only_base AS BIGINT) AS n_only_base,
            single
     FROM totals
@@ -87,12 +91,12 @@ tested AS (
 ),
 both_ways AS (  -- each unordered pair as computed, and mirrored
     SELECT pair_id, src, false AS mirrored, n_common, accuracy_diff, diff_se, diff_df, p_value,
-           mcnemar_p, n_only_run, n_only_base
+           mcnemar_p, n_only_run, n_only_base, diff_sd, n_videos
     FROM tested
     UNION ALL
     -- 0 - x, not -x: a difference of 0 stays 0, never -0
     SELECT pair_id, src, true, n_common, 0.0 - accuracy_diff, diff_se, diff_df, p_value,
-           mcnemar_p, n_only_base, n_only_run
+           mcnemar_p, n_only_base, n_only_run, diff_sd, n_videos
     FROM tested
 ),
 named AS (
@@ -107,7 +111,7 @@ named AS (
 SELECT n.policy, n.run_id, n.step, n.base_run_id, n.base_step, n.data_source, n.n_common,
        n.accuracy_diff, n.diff_se,
        {{ interval('diff', 'n.accuracy_diff', 'n.diff_se', 'n.diff_df', -1, 1) }},
-       n.p_value, n.mcnemar_p, n.n_only_run, n.n_only_base
+       n.p_value, n.mcnemar_p, n.n_only_run, n.n_only_base, n.diff_sd, n.n_videos
 FROM named AS n
 SEMI JOIN {{ pairs }} AS p
        ON p.policy = n.policy AND p.run_id = n.run_id AND p.step = n.step

@@ -50,3 +50,46 @@ DELETE FROM {{ this }} AS held WHERE NOT EXISTS (
       AND w.part = held.part AND w.base_part = held.base_part)
 {%- endif -%}
 {%- endmacro %}
+
+{#- Tables kept up to date one RUN at a time (int_vv_question_history: a question's flips and
+    first right step read every checkpoint of its run, so a new checkpoint changes its run's rows,
+    never another run's). A run is changed when the parts it has in raw vv_question_scores are
+    not exactly those the table holds rows of (a new checkpoint, one rewritten by a late file,
+    one gone, a new or a vanished run). On each build,
+      pre_hook vv_drop_changed_runs()  deletes every row of a changed run;
+      vv_changed_run_parts()            filters the question rows to the parts of the changed
+                                        runs (a list of names: DuckDB opens only those files);
+    so a new checkpoint costs its run (checkpoints x questions), whatever the campaign. dbt
+    renders the model (and runs the query behind vv_changed_run_parts) before its pre_hook, so
+    both see the table as the last build left it. -#}
+
+{% macro vv_changed_runs() -%}
+(WITH current_parts AS (
+     SELECT DISTINCT run_id, part FROM {{ ref('stg_vv_question_scores') }}),
+ held_parts AS (SELECT DISTINCT run_id, part FROM {{ this }})
+ SELECT run_id FROM (SELECT * FROM current_parts EXCEPT SELECT * FROM held_parts)
+ UNION
+ SELECT run_id FROM (SELECT * FROM held_parts EXCEPT SELECT * FROM current_parts))
+{%- endmacro %}
+
+{% macro vv_drop_changed_runs() -%}
+{%- if is_incremental() -%}
+DELETE FROM {{ this }} WHERE run_id IN {{ vv_changed_runs() }}
+{%- endif -%}
+{%- endmacro %}
+
+{#- `column IN (<the parts of the changed runs>)` on an incremental build, else TRUE. -#}
+{% macro vv_changed_run_parts(column='part') -%}
+{%- if is_incremental() and execute -%}
+  {%- set found = run_query("SELECT DISTINCT part FROM " ~ ref('stg_vv_question_scores')
+                            ~ " WHERE run_id IN " ~ vv_changed_runs() ~ " ORDER BY part") -%}
+  {%- set parts = found.columns[0].values() -%}
+  {%- if parts -%}
+{{ column }} IN ({% for p in parts %}'{{ p | replace("'", "''") }}'{{ ', ' if not loop.last }}{% endfor %})
+  {%- else -%}
+FALSE
+  {%- endif -%}
+{%- else -%}
+TRUE
+{%- endif -%}
+{%- endmacro %}

@@ -34,11 +34,12 @@ from dagster_project.reports.export import PACKAGES, ReportError, report_views
 from dagster_project.reports.formatting import FILTERS, PATTERNS, interval_note, p_value, score
 from dagster_project.reports.html import (
     checkpoint_page,
-    compare_page,
     evaluation_page,
     latest_report,
+    side_by_side_page,
 )
 from dagster_project.reports.markdown import NULL_MARK, format_number
+from dagster_project.reports.val_compare import LAST_STEPS, compare_page, question_page
 from dagster_project.settings import Settings
 from dagster_project.warehouse.catalog import connect, view_names
 from tests.oracles.wheels import in_ci
@@ -456,7 +457,7 @@ def test_side_by_side_pages(export_dir: Path, demo_warehouse: Settings) -> None:
     evaluations = {tuple(r) for r in con.execute(
         "SELECT system, case_id FROM rvp_evaluations").fetchall()}
     cases = sorted({c for _, c in evaluations})
-    expected = {compare_page(a, b, c) for a, b in pairs for c in cases
+    expected = {side_by_side_page(a, b, c) for a, b in pairs for c in cases
                 if (a, c) in evaluations and (b, c) in evaluations}
     found = {str(p.relative_to(export_dir)) for p in (export_dir / "rvp" / "compare").rglob(
         "*.html")}
@@ -466,7 +467,7 @@ def test_side_by_side_pages(export_dir: Path, demo_warehouse: Settings) -> None:
     index = (export_dir / "index.html").read_text(encoding="utf-8")
     for a, b in pairs:
         for case_id in cases:
-            rel = compare_page(a, b, case_id)
+            rel = side_by_side_page(a, b, case_id)
             if rel not in expected:
                 continue
             text = (export_dir / rel).read_text(encoding="utf-8")
@@ -494,8 +495,50 @@ def test_side_by_side_pages(export_dir: Path, demo_warehouse: Settings) -> None:
         "SELECT case_id, base_hallucinations_only FROM rvp_case_diffs WHERE profile = 'current' "
         "AND system = 'veo-sim' AND base_system = 'wan-sim' "
         "AND base_hallucinations_only <> []").fetchall()
-    text = (export_dir / compare_page("veo-sim", "wan-sim", case_id)).read_text(encoding="utf-8")
+    text = (export_dir / side_by_side_page("veo-sim", "wan-sim", case_id)).read_text(
+        encoding="utf-8")
     assert "; ".join(only) in text
+
+
+def test_compare_pages_link_every_question_to_its_page(export_dir: Path,
+                                                      demo_warehouse: Settings) -> None:
+    """The index lists the compare pages; each has one row per question either checkpoint
+    answered, its filters, and links that all resolve: every question to its page, which shows a
+    strip per run and links back."""
+    con = connect(demo_warehouse.home)
+    index = (export_dir / "index.html").read_text(encoding="utf-8")
+    compares = sorted(set(re.findall(r'href="(vv/compare/[^"]+)"', index)))
+    best = dict(con.execute("SELECT run_id, best_step FROM vv_best_checkpoints "
+                            "WHERE policy = 'card'").fetchall())
+    last = dict(con.execute("SELECT run_id, max(step) FROM vv_scores GROUP BY run_id").fetchall())
+    assert compare_page("base-rl", last["base-rl"], "base-rl", best["base-rl"]) in compares
+    assert len(compares) <= (LAST_STEPS + 3) * len(best)
+    questions: set[str] = set()
+    for rel in compares:
+        page = export_dir / rel
+        text = page.read_text(encoding="utf-8")
+        run, step, base_run, base_step = re.search(
+            r"<h1>(\S+) step (\d+) <span class=\"muted\">vs</span> (\S+) step (\d+)</h1>",
+            text).groups()
+        answered = con.execute(
+            "SELECT count(DISTINCT uid) FROM vv_question_history WHERE policy = 'card' AND "
+            "((run_id = ? AND step = ?) OR (run_id = ? AND step = ?))",
+            [run, int(step), base_run, int(base_step)]).fetchone()[0]
+        assert text.count("<tr data-flip=") == answered > 0
+        for box in ("only-flips", "only-wrong", "only-failed", 'id="category"'):
+            assert box in text
+        for href in re.findall(r'href="([^"#]+)"', text):
+            assert (page.parent / href).resolve().is_file(), (rel, href)
+        questions |= {h for h in re.findall(r'href="([^"]+/vv/questions/[^"]+)"', text)}
+    assert len(questions) == con.execute(
+        "SELECT count(DISTINCT uid) FROM vv_question_history").fetchone()[0]
+    page = export_dir / question_page("videomme_v1_test:3")
+    text = page.read_text(encoding="utf-8")
+    runs = con.execute("SELECT count(DISTINCT run_id) FROM vv_question_history "
+                       "WHERE uid = 'videomme_v1_test:3'").fetchone()[0]
+    assert text.count('<td class="strip">') == runs
+    for href in re.findall(r'href="([^"#]+)"', text):
+        assert (page.parent / href).resolve().is_file(), href
 
 
 def _free_port() -> int:

@@ -17,9 +17,11 @@ from tests.conftest import copy_home
 
 VIEWS = "key:raw_vv_responses+"
 MARTS = ("vv_scores", "vv_breakdowns", "vv_scores_at_k", "vv_run_pairs", "vv_best_checkpoints",
-         "vv_leaderboard", "vv_run_deltas", "vv_coverage", "vv_policy_diff_scores")
+         "vv_leaderboard", "vv_run_deltas", "vv_coverage", "vv_policy_diff_scores",
+         "vv_question_history", "vv_flips", "vv_flip_groups", "vv_power")
 INCREMENTAL = ("int_vv_checkpoint_scores", "int_vv_checkpoint_breakdowns",
-               "int_vv_checkpoint_scores_at_k", "int_vv_pair_comparisons")
+               "int_vv_checkpoint_scores_at_k", "int_vv_pair_comparisons",
+               "int_vv_question_history")
 
 
 def _snapshot(home) -> dict[str, list[tuple]]:
@@ -85,6 +87,11 @@ def test_incremental_marts_equal_a_build_from_scratch(demo_warehouse, tmp_path):
     for model in INCREMENTAL[:3]:
         assert [PartStore.label_of(p.removesuffix(".parquet"))
                 for p in _parts_read(home, model)] == [f"base-rl_{worst}", "sft-rl_100"], model
+    # the per-run history: every checkpoint of the two runs that changed, no other run's
+    parts = [PartStore.label_of(p.removesuffix(".parquet"))
+             for p in _parts_read(home, "int_vv_question_history")]
+    assert sorted({p.rsplit("_", 1)[0] for p in parts}) == ["base-rl", "sft-rl"]
+    assert len(parts) == 9 and f"base-rl_{worst}" in parts and "sft-rl_100" in parts
     assert any(r[1] == "base-rl" and r[2] == worst for r in incremental["vv_best_checkpoints"])
     assert any(r[1] == "sft-rl" and r[2] == 100 for r in incremental["vv_run_pairs"])
 

@@ -42,12 +42,15 @@ def _counted_twice(con) -> tuple[list, list]:
         SELECT s.run_id, s.step, s.uid, any_value(s.data_source), any_value(s.ground_truth),
                count(*), count(*) FILTER (WHERE s.correct),
                count(*) FILTER (WHERE s.format_card), count(*) FILTER (WHERE s.format_exact),
-               any_value(m.m)
+               any_value(m.m), count(*) FILTER (WHERE s.extracted = m.m),
+               count(*) FILTER (WHERE s.extraction_method = 'fallback'),
+               count(*) FILTER (WHERE s.extraction_method = 'none'),
+               string_agg(coalesce(s.extracted, '-'), '' ORDER BY s.sample_idx)
         FROM int_vv_accepted_scores AS s LEFT JOIN majority AS m USING (run_id, step, uid)
         GROUP BY s.run_id, s.step, s.uid ORDER BY ALL""").fetchall()
     counted = con.execute("""
         SELECT run_id, step, uid, data_source, ground_truth, k, n_correct, n_format_card,
-               n_format_exact, majority_letter
+               n_format_exact, majority_letter, n_majority, n_fallback, n_none, letters
         FROM stg_vv_question_scores ORDER BY ALL""").fetchall()
     return counted, from_responses
 

@@ -80,6 +80,10 @@ def con() -> duckdb.DuckDBPyConnection:
     path = str(SEEDS_DIR / "stat_t_quantiles.csv").replace("'", "''")
     connection.execute(f"CREATE TABLE stat_t_quantiles AS SELECT * FROM read_csv('{path}', "
                        f"header = true, columns = {{{types}}})")
+    types = ", ".join(f"'{c}': '{t}'" for c, t in column_types("stat_normal_quantiles").items())
+    path = str(SEEDS_DIR / "stat_normal_quantiles.csv").replace("'", "''")
+    connection.execute(f"CREATE TABLE stat_normal_quantiles AS SELECT * FROM read_csv('{path}', "
+                       f"header = true, columns = {{{types}}})")
     return connection
 
 
@@ -101,6 +105,12 @@ def test_the_quantile_table_is_what_scipy_writes(con) -> None:
     # scipy's doubles bit for bit, as Python reads the seed and as DuckDB loads it
     assert [(r["df"], r["t975"]) for r in read_seed("stat_t_quantiles")] == want
     assert con.execute("SELECT df, t975 FROM stat_t_quantiles ORDER BY df").fetchall() == want
+    normal = (SEEDS_DIR / "stat_normal_quantiles.csv").read_text(encoding="utf-8")
+    assert normal == t_quantiles.normal_seed_csv(), "run .venv/bin/python tools/t_quantiles.py"
+    # lmms-eval's power_analysis takes norm.ppf(1 - alpha / 2) and norm.ppf(power)
+    want = [(0.8, float(stats.norm.ppf(0.80))), (0.975, float(stats.norm.ppf(1 - 0.05 / 2)))]
+    assert [(r["p"], r["z"]) for r in read_seed("stat_normal_quantiles")] == want
+    assert con.execute("SELECT p, z FROM stat_normal_quantiles ORDER BY p").fetchall() == want
 
 
 def test_scalar_macros_equal_scipy(con) -> None:
@@ -163,6 +173,62 @@ def test_clustered_stats_equal_lmms_eval(con, lmms) -> None:
         if len(set(cs)) == len(cs):  # singletons: the CLT form
             assert se == pytest.approx(lmms.mean_stderr(xs), rel=1e-9, abs=1e-12), g
 
+
+
+def test_repeated_sample_figures_equal_lmms_eval(con, lmms) -> None:
+    """expected_accuracy, consistency_rate and internal_variance from per-question counts (what
+    vv_scores_at_k reads) against lmms-eval's functions over the 0/1 scores themselves."""
+    rng = np.random.default_rng(11)
+    groups: dict[int, list[list[float]]] = {}
+    for g in range(60):
+        top = 1 if g % 10 == 0 else int(rng.integers(2, 9))  # some groups one sample each
+        groups[g] = []
+        for _ in range(int(rng.integers(1, 40))):
+            n = int(rng.integers(1, top + 1))
+            scores = [float(x) for x in rng.permutation(
+                [1] * int(rng.integers(0, n + 1)) + [0] * n)[:n]]
+            groups[g].append(scores)
+    con.execute("CREATE OR REPLACE TABLE sample_inputs (g BIGINT, c BIGINT, n BIGINT)")
+    con.executemany("INSERT INTO sample_inputs VALUES (?, ?, ?)",
+                    [(g, int(sum(q)), len(q)) for g, qs in groups.items() for q in qs])
+    got = {g: rest for g, *rest in con.execute(_analysis("statistics_samples")).fetchall()}
+    assert set(got) == set(groups)
+    for g, questions in groups.items():
+        ea, cr, iv = got[g]
+        assert ea == lmms.expected_accuracy(questions), g  # the same division of two integers
+        assert cr == lmms.consistency_rate(questions), g
+        want = lmms.internal_variance(questions)
+        if math.isnan(want):  # no question with two samples: NULL, never NaN
+            assert iv is None and all(len(q) == 1 for q in questions)
+        else:
+            assert iv == pytest.approx(want, rel=1e-12, abs=1e-15), g
+    assert sum(math.isnan(lmms.internal_variance(q)) for q in groups.values()) >= 3
+
+
+def test_power_macros_equal_lmms_eval(con, lmms) -> None:
+    """The smallest detectable difference and the questions needed, as lmms-eval 0.7.3's
+    power_analysis computes them for the same standard deviation of the paired differences."""
+    rng = np.random.default_rng(5)
+    rows, refs = [], {}
+    for g in range(300):
+        std_a, std_b = float(rng.uniform(0.05, 0.6)), float(rng.uniform(0.05, 0.6))
+        rho, diff = float(rng.uniform(-0.9, 0.95)), float(rng.choice([0.005, 0.01, 0.03, 0.1]))
+        n = int(rng.integers(2, 6000))
+        ref = lmms.power_analysis(diff, std_a=std_a, std_b=std_b, correlation=rho, current_n=n)
+        # lmms-eval's std_diff, as it computes it
+        sd = math.sqrt(std_a**2 + std_b**2 - 2 * rho * std_a * std_b)
+        rows.append((g, diff, sd, n))
+        refs[g] = ref
+    con.execute("CREATE OR REPLACE TABLE power_inputs (g BIGINT, diff DOUBLE, sd DOUBLE, "
+                "n BIGINT)")
+    con.executemany("INSERT INTO power_inputs VALUES (?, ?, ?, ?)", rows)
+    got = con.execute(_analysis("statistics_power")).fetchall()
+    assert len(got) == len(rows)
+    for g, mde, needed in got:
+        assert needed == refs[g]["min_n"], g  # the same doubles, the same ceil
+        # lmms-eval rounds the effect to 4 places
+        assert mde == pytest.approx(refs[g]["min_detectable_effect"], abs=5e-5 + 1e-12), g
+    assert sum(round(mde, 4) == refs[g]["min_detectable_effect"] for g, mde, _ in got) > 295
 
 
 def test_macros_on_degenerate_input_are_null_never_nan(con) -> None:
@@ -310,6 +376,68 @@ def test_val_run_pairs_against_scipy_and_lmms_eval(warehouse, lmms) -> None:
         [(p_value, mcnemar)] = [(r[11], r[12]) for r in pairs
                                 if r[:6] == (policy, run, next_step, run, best_step, "all")]
         assert p == (mcnemar if mcnemar is not None else p_value)
+
+
+def test_val_stability_and_power_equal_lmms_eval(warehouse, lmms) -> None:
+    """On the demo: vv_scores_at_k's repeated-sample figures are lmms-eval's functions over each
+    checkpoint's 0/1 scores, and vv_power / vv_power_plan its power_analysis for the standard
+    deviations and correlation of each pair's per-question accuracies."""
+    samples: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for run, step, uid, source, correct in warehouse.sql(
+            "SELECT run_id, step, uid, data_source, correct FROM vv_scored_responses "
+            "WHERE policy = 'card'").fetchall():
+        for scope in (source, "all"):
+            samples[(run, step, scope)][uid].append(float(correct))
+    figures = warehouse.sql("SELECT run_id, step, data_source, expected_accuracy, "
+                            "consistency_rate, internal_variance FROM vv_scores_at_k").fetchall()
+    assert len(figures) == len(samples)
+    repeated = 0
+    for run, step, scope, ea, cr, iv in figures:
+        questions = list(samples[(run, step, scope)].values())
+        assert ea == lmms.expected_accuracy(questions)
+        assert cr == lmms.consistency_rate(questions)
+        want = lmms.internal_variance(questions)
+        assert iv is None if math.isnan(want) else iv == pytest.approx(want, rel=1e-12)
+        repeated += not math.isnan(want)
+    assert repeated >= 9  # base-rl 60 and verl-grpo's two steps, per source and all
+
+    accuracy = defaultdict(dict)
+    for run, step, uid, source, acc in warehouse.sql(
+            "SELECT run_id, step, uid, data_source, accuracy FROM int_vv_row_scores "
+            "WHERE policy = 'card'").fetchall():
+        accuracy[(run, step)][uid] = (source, acc)
+    needed = {tuple(r[:6]): r[6] for r in warehouse.sql(
+        "SELECT run_id, step, base_run_id, base_step, data_source, target_diff, "
+        "questions_needed_iid FROM vv_power_plan WHERE policy = 'card'").fetchall()}
+    power = warehouse.sql("SELECT run_id, step, base_run_id, base_step, data_source, "
+                          "w.n_common, w.diff_sd, w.mde_80, w.mde_80_iid, p.diff_se "
+                          "FROM vv_power AS w "
+                          "JOIN vv_run_pairs AS p USING (policy, run_id, step, base_run_id, "
+                          "base_step, data_source) WHERE policy = 'card'").fetchall()
+    checked = 0
+    for run, step, base_run, base_step, scope, n, sd, mde, mde_iid, se in power:
+        a, b = accuracy[(run, step)], accuracy[(base_run, base_step)]
+        common = sorted(u for u in a if u in b and scope in ("all", a[u][0]))
+        xs = np.array([a[u][1] for u in common])
+        ys = np.array([b[u][1] for u in common])
+        assert n == len(common)
+        assert sd == pytest.approx(float(np.std(xs - ys, ddof=1)), rel=1e-9, abs=1e-12)
+        assert mde == (None if se is None else pytest.approx(
+            (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * se, rel=1e-12))
+        std_a, std_b = float(np.std(xs, ddof=1)), float(np.std(ys, ddof=1))
+        if std_a == 0 or std_b == 0 or sd == 0:  # no correlation to give power_analysis
+            continue
+        rho = float(np.corrcoef(xs, ys)[0, 1])
+        for target in (0.01, 0.05):
+            ref = lmms.power_analysis(target, std_a=std_a, std_b=std_b, correlation=rho,
+                                      current_n=n)
+            assert mde_iid == pytest.approx(ref["min_detectable_effect"], abs=5e-5 + 1e-9)
+            exact = ((stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) / (target / sd)) ** 2
+            got = needed[(run, step, base_run, base_step, scope, target)]
+            if abs(exact - round(exact)) > 1e-6:  # not at a ceil's edge (sd from other sums)
+                assert got == ref["min_n"], (run, step, base_run, base_step, scope, target)
+            checked += 1
+    assert checked > 40
 
 
 def test_rynn_vp_leaderboard_pairs_and_judge_agreement(warehouse, lmms) -> None:

@@ -1,17 +1,19 @@
--- Power of each paired comparison of vv_run_pairs: mde_80, the smallest accuracy difference the
--- comparison detects with 80 % power in a two-sided test at alpha = 0.05, from its observed
--- standard error (diff_se: the paired differences' SE, clustered by video):
--- mde_80 = (z(0.975) + z(0.80)) * diff_se, z the standard normal quantiles 1.959964 and
--- 0.841621 (the large-sample form lmms-eval's power analysis uses). For planning, the SE shrinks
--- as 1 / sqrt(questions): questions_for_1pt and questions_for_2pt are how many common questions
--- (at the same variance per question) would detect a 1- or 2-point accuracy difference
--- (0.01, 0.02). NULL where the SE is (one common question) or 0 (no difference anywhere).
-SELECT policy, run_id, step, base_run_id, base_step, data_source, n_common, accuracy_diff,
-       diff_se, (1.959964 + 0.841621) * diff_se AS mde_80,
-       CASE WHEN diff_se > 0 THEN CAST(ceil(n_common * power((1.959964 + 0.841621) * diff_se
-                                                             / 0.01, 2)) AS BIGINT) END
-           AS questions_for_1pt,
-       CASE WHEN diff_se > 0 THEN CAST(ceil(n_common * power((1.959964 + 0.841621) * diff_se
-                                                             / 0.02, 2)) AS BIGINT) END
-           AS questions_for_2pt
-FROM {{ ref('vv_run_pairs') }}
+-- How large a difference each paired comparison of vv_run_pairs could detect: per scoring
+-- policy, pair and data_source, mde_80, the smallest accuracy difference a paired test at
+-- alpha = 0.05 (two-sided) detects with 80 % power over these n_common questions, from the
+-- variance the pair shows: (z(0.975) + z(0.8)) x diff_se = 2.80 x diff_se (macros/statistics.sql
+-- mde). diff_se is vv_run_pairs' standard error, clustered by video; mde_80_iid is the same from
+-- the plain standard deviation of the per-question differences, diff_sd / sqrt(n_common), as
+-- if the questions were independent (what lmms-eval 0.7.3's power_analysis reports as
+-- min_detectable_effect). design_effect = (diff_se / (diff_sd / sqrt(n)))^2 says how much the
+-- questions sharing a video inflate the variance. An observed |accuracy_diff| below mde_80 is
+-- one such a campaign would often miss: read it as "not measurable here", not as "no effect".
+-- vv_power_plan turns the same figures into questions needed for chosen differences.
+SELECT policy, run_id, step, base_run_id, base_step, data_source, n_common, n_videos,
+       accuracy_diff, diff_se, diff_sd,
+       {{ finite_or_null('(diff_se * diff_se) * n_common / (diff_sd * diff_sd)') }}
+           AS design_effect,
+       {{ mde('diff_se') }} AS mde_80,
+       {{ mde('diff_sd / sqrt(n_common)') }} AS mde_80_iid
+FROM {{ ref('int_vv_pair_comparisons') }}
+ORDER BY policy, run_id, step, base_run_id, base_step, data_source
