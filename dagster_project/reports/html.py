@@ -515,15 +515,13 @@ def _checkpoint_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path, commo
             questions=(_checkpoint_questions(con, run_id, step, format_column) or None)
             if (run_id, step) in browsed else None,
             charts=[root + c for c in charts if c.startswith("charts/vv_accuracy_by_step_")],
-            browsed=[(s, root + checkpoint_page(r, s)) for r, s in sorted(browsed)
-                     if r == run_id],
             **common)
         written.append(_write(out, rel, page))
     return written
 
 
 def _vv_compare_pages(con: duckdb.DuckDBPyConnection, env: Any, out: Path,
-                   common: dict) -> tuple[list[str], list[dict]]:
+                      common: dict) -> tuple[list[str], list[dict]]:
     """The compare and question pages of the default policy (`reports/val_compare.py`)."""
     from dagster_project.reports.val_compare import write_compare_pages  # it imports this module
 

@@ -524,7 +524,7 @@ def test_compare_pages_link_every_question_to_its_page(export_dir: Path,
             "SELECT count(DISTINCT uid) FROM vv_question_history WHERE policy = 'card' AND "
             "((run_id = ? AND step = ?) OR (run_id = ? AND step = ?))",
             [run, int(step), base_run, int(base_step)]).fetchone()[0]
-        assert text.count("<tr data-flip=") == answered > 0
+        assert text.count("<tr data-uid=") == answered > 0
         for box in ("only-flips", "only-wrong", "only-failed", 'id="category"'):
             assert box in text
         for href in re.findall(r'href="([^"#]+)"', text):
