@@ -36,9 +36,9 @@ from dagster_project.reports.html import (
     checkpoint_page,
     evaluation_page,
     latest_report,
-    side_by_side_page,
 )
 from dagster_project.reports.markdown import NULL_MARK, format_number
+from dagster_project.reports.side_by_side import side_by_side_page
 from dagster_project.reports.val_compare import LAST_STEPS, compare_page, question_page
 from dagster_project.settings import Settings
 from dagster_project.warehouse.catalog import connect, view_names
