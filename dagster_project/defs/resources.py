@@ -17,7 +17,7 @@ from dagster_dbt import DbtCliResource
 from packaging import version
 
 from dagster_project.parts import SCHEMA_PART, digest
-from dagster_project.settings import Settings
+from dagster_project.settings import JudgeSettings, Settings
 from dagster_project.status import mark_started, mark_written, remember_inputs, unchanged
 from dagster_project.tables import (
     content_version,
@@ -59,6 +59,39 @@ class BenchlakeSettings(dg.ConfigurableResource):
     def read(self, name: str, columns: list[str] | None = None) -> pa.Table:
         """Raw table `name` with its path columns absolute (see `tables.read_table`)."""
         return read_table(self.table_path(name), Path(self.home), columns)
+
+
+class JudgeResource(dg.ConfigurableResource):
+    """`benchlake judge`'s settings (`settings.JudgeSettings`, JUDGE_*), as the UI shows them: each
+    field the text of its variable. The key is a `dg.EnvVar`: resolved from the environment when
+    a step needs it, shown in the UI by its name only, never stored with the run."""
+
+    base_url: str = ""
+    model: str = ""
+    api_key: str = ""
+    run_id: str = ""
+    reasoning: str = ""
+    temperature: str = ""
+    max_tokens: str = ""
+    seed: str = ""
+    concurrency: str = ""
+    rpm: str = ""
+    timeout_s: str = ""
+    budget_usd: str = ""
+    prices: str = ""
+
+    def settings(self) -> JudgeSettings:
+        return JudgeSettings.from_env({JudgeSettings.env_name(f.name): getattr(self, f.name)
+                                       for f in fields(JudgeSettings)})
+
+
+def judge_resource() -> JudgeResource:
+    """The judge's settings as they are now (the environment, a `.env` but for the key)."""
+    s = JudgeSettings.from_env()
+    values = {f.name: str(getattr(s, f.name)) for f in fields(JudgeSettings)
+              if f.name != "api_key" and getattr(s, f.name) != f.default}
+    key = JudgeSettings.env_name("api_key")
+    return JudgeResource(**values, **({"api_key": dg.EnvVar(key)} if os.environ.get(key) else {}))
 
 
 def raw_key(name: str) -> dg.AssetKey:
@@ -235,5 +268,6 @@ def resources() -> dg.Definitions:
     # The environment is read here, once, when the code location loads; never in asset bodies.
     return dg.Definitions(resources={
         "benchlake": BenchlakeSettings.from_settings(Settings.from_env()),
+        "judge": judge_resource(),
         "dbt": dbt_resource(),
     })

@@ -116,8 +116,9 @@ def _snapshot_inputs(benchlake: BenchlakeSettings, *more: object) -> str:
 
 
 # The observed sources (defs/rynn_vp/sources.py), by key.
-RYNN_VP_SOURCE, CANDIDATES_DIR, JUDGMENTS_DIR, RVP_PROMPTS = (
-    dg.AssetKey(n) for n in ("rynn_vp_source", "candidates_dir", "judgments_dir", "rvp_prompts"))
+RYNN_VP_SOURCE, CANDIDATES_DIR, JUDGMENTS_DIR, JUDGE_JUDGMENTS_DIR, RVP_PROMPTS = (
+    dg.AssetKey(n) for n in ("rynn_vp_source", "candidates_dir", "judgments_dir",
+                             "judge_judgments_dir", "rvp_prompts"))
 
 
 # --- ingestion ---------------------------------------------------------------------------------
@@ -368,13 +369,15 @@ JUDGMENT_RECORD_TABLES = {"rvp_judgment_files": VERSIONS_SCHEMA, **JUDGMENT_TABL
 @dg.multi_asset(
     group_name=GROUP,
     specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"},
-                        deps=[*(raw_key(t) for t in CONTEXT_INPUTS), JUDGMENTS_DIR],
+                        deps=[*(raw_key(t) for t in CONTEXT_INPUTS), JUDGMENTS_DIR,
+                              JUDGE_JUDGMENTS_DIR],
                         # what is replayed from the checked parts follows their version
                         code_version=None if name == "rvp_judgment_files" else CHECKS_VERSION)
            for name in JUDGMENT_RECORD_TABLES],
 )
 def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
-    """Reads every version of every file in JUDGMENTS_DIR once (`judgment_parts`: a version
+    """Reads every version of every file in JUDGMENTS_DIR (and in `$BENCHLAKE_HOME/judge/
+    judgments/`, where `benchlake judge` writes its records) once (`judgment_parts`: a version
     already read and checked in this context is replayed from its part): judgment records
     (validated; the final attempt per system/case/judge run chosen; the rest kept for audit),
     their hallucinations, recorded GT compilations (gt_compilations/), the stages each
@@ -383,19 +386,22 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     s = benchlake.settings()
     if s.uses_demo_judgments():
         demo_generator().ensure_judgments_demo(s)
-    root = s.open_drop_folder("JUDGMENTS_DIR")
-    versions = archive_versions(s.archive_dir / "judgments", root,
+    # JUDGMENTS_DIR, and the records `benchlake judge` writes (read the same way)
+    roots = [s.open_drop_folder("JUDGMENTS_DIR"), s.judge_judgments_dir]
+    versions = archive_versions(s.archive_dir / "judgments", roots,
                                 benchlake.table_path("rvp_judgment_files"), s.home, s.file_cache)
     # links leading out of the folder: refused, never read (`roots`)
-    escaped = [{"source_file": e.rel, "reason": e.reason} for e in escapes(root, "JUDGMENTS_DIR")]
-    inputs = step_inputs(CHECKS_VERSION, str(root), versions, escaped,
+    escaped = [{"source_file": e.rel, "reason": e.reason}
+               for root, setting in zip(roots, ("JUDGMENTS_DIR", "the judge's folder"),
+                                        strict=True) for e in escapes(root, setting)]
+    inputs = step_inputs(CHECKS_VERSION, [str(r) for r in roots], versions, escaped,
                          {t: content_version(s.home, t) for t in CONTEXT_INPUTS})
     if (done := described_again(context, benchlake, inputs, *JUDGMENT_RECORD_TABLES)):
         yield from done
         return
     started(context, benchlake)
     files = [SourceFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
-             for v in versions_of(versions, root)]
+             for v in versions_of(versions, roots)]
     ctx = eval_context(s.home)
     parts, written = sync_parts(judgment_store(s.cache_dir), files, ctx)
     context.log.info(f"{len(written)} file versions read and checked, "

@@ -58,6 +58,18 @@ def judgments_dir(benchlake: BenchlakeSettings) -> dg.ObserveResult:
 
 
 @dg.observable_source_asset(group_name=GROUP, description=(
+    "$BENCHLAKE_HOME/judge/judgments/: the judgment records and GT compilations `benchlake "
+    "judge` writes, read by the judgments ingest beside JUDGMENTS_DIR; observed by the content "
+    "hash of each file (the same listing `rvp_judge_judgments_sensor` keeps)."))
+def judge_judgments_dir(benchlake: BenchlakeSettings) -> dg.ObserveResult:
+    s = benchlake.settings()
+    listing = drop_folder_listing(s.judge_judgments_dir, s.file_cache)
+    return dg.ObserveResult(data_version=dg.DataVersion(listing_version(listing)),
+                            metadata={"folder": str(s.judge_judgments_dir),
+                                      "files": len(listing)})
+
+
+@dg.observable_source_asset(group_name=GROUP, description=(
     "The judge role prompts in effect: the Skill's frozen prompts when the snapshot carries "
     "them, else the project's templates (assets/prompts/); observed by version and text. The GT "
     "cache keys and the judge packets are made from them."))
