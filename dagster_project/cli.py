@@ -433,6 +433,27 @@ def judge(
                        "run `benchlake judge` again to ask only for those")
 
 
+@app.command()
+@one_line_errors
+def review(
+    evaluation_id: Annotated[str, typer.Argument(metavar="EVALUATION",
+                                                 help="<system>/<case_id>")],
+    take: Annotated[str, typer.Option("--take", help="the judge run whose record is right")],
+    author: Annotated[str, typer.Option("--author", help="who decides")],
+    reason: Annotated[str, typer.Option("--reason", help="why")],
+) -> None:
+    """Settle an evaluation (e.g. one rvp_judge_review lists): judge run TAKE's final record
+    becomes a manager_review attempt, with author and reason, in every judge run that judged it,
+    so it counts in the scores; then the records are ingested."""
+    from dagster_project.rynn_vp.judge import write_reviews
+
+    settings = _settings()
+    for path in write_reviews(settings.home, settings.judge_dir, evaluation_id, take, author,
+                              reason):
+        err.print(f"review written: {path}", markup=False, soft_wrap=True)
+    run_materialize(settings, JUDGMENTS_INGEST)
+
+
 def _port_free(port: int) -> bool:
     """Whether the webserver can listen on 127.0.0.1:`port` now. Binds as uvicorn does
     (SO_REUSEADDR: a port left in TIME_WAIT counts as free). A port that cannot be bound for

@@ -644,10 +644,11 @@ class Judge:
         self.lock = threading.Lock()
         self.outcome = Outcome()
         self.outcome.spent_before = spent(self.calls_dir, settings.judge_run_id)
+        self.attempts = _attempts_ingested(home, settings.judge_run_id)
         self.reserved = 0.0
         self.stop = threading.Event()
-        self.client: Client | None = None
-        self.journal: Journal | None = None
+        self.client = Client(settings)
+        self.journal = Journal(self.calls_dir / f"{run_id}.jsonl")
 
     # - one request, from the cache or the endpoint -
     def answer(self, request: Request, attempt: int) -> tuple[str, str, dict[str, Any]]:
@@ -665,7 +666,6 @@ class Judge:
             with self.lock:
                 self.outcome.cache_hits += 1
             return entry["answer"], key, entry
-        assert self.client is not None
         body = request.body(self.settings, with_images=True)
         estimate = self._estimate(request)
         for try_no in range(1, MAX_TRIES + 1):
@@ -723,11 +723,9 @@ class Judge:
             self.reserved += estimate
 
     def _record(self, row: dict[str, Any]) -> None:
-        assert self.journal is not None
         self.journal.write({"kind": "call", **row, "logged_at": _now()})
 
     def _reject(self, request: Request, key: str, attempt: int, reason: str, raw: str) -> None:
-        assert self.journal is not None
         self.journal.write({"kind": "reject", "judge_run_id": self.settings.judge_run_id,
                             "evaluation_id": request.evaluation_id, "case_id": request.case_id,
                             "role": request.role, "attempt": attempt,
@@ -785,7 +783,8 @@ class Judge:
                     path = folder / f"{key[:16]}.json"
                     if path.exists():  # this very answer was made into a record before
                         return True
-                    offset = _attempts_before(folder)
+                    offset = max(_attempts_before(folder),
+                                 self.attempts.get((ev.system, ev.case_id), 0))
                     kind = "retry" if attempt > 1 else "initial"
                     record, why = judgment_record(ev, answer, offset + attempt, kind,
                                                   self.settings)
@@ -816,9 +815,8 @@ class Judge:
         return True
 
     def run(self, work: Work) -> Outcome:
-        """Judge every evaluation of `work` (GT compilations first), `concurrency` at a time."""
-        self.client = Client(self.settings)
-        self.journal = Journal(self.calls_dir / f"{self.run_id}.jsonl")
+        """Judge every evaluation of `work` (GT compilations first), `concurrency` at a time;
+        the journal is closed at the end."""
         self.outcome.stale = list(work.stale)
         ctx = eval_context(self.home)
         owner: dict[str, str] = {eid: ev for ev, ids in ctx.evidence_ids.items() for eid in ids}
@@ -890,6 +888,21 @@ def _attempts_before(folder: Path) -> int:
     return best
 
 
+def _attempts_ingested(home: Path, judge_run_id: str) -> dict[tuple[str, str], int]:
+    """(system, case_id) -> the highest attempt of judge run `judge_run_id` ingested so far
+    (from any folder: a run id may have records of other origins)."""
+    path = table_path(home, "rvp_judgments")
+    if not path.exists():
+        return {}
+    out: dict[tuple[str, str], int] = {}
+    for r in read_table(path, home, ["system", "case_id", "judge_run_id", "attempt"]
+                        ).to_pylist():
+        if r["judge_run_id"] == judge_run_id:
+            key = (r["system"], r["case_id"])
+            out[key] = max(out.get(key, 0), r["attempt"])
+    return out
+
+
 # --- the dry run ---------------------------------------------------------------------------
 
 
@@ -958,3 +971,61 @@ def run_totals(calls: pa.Table) -> list[dict[str, Any]]:
         t["output_tokens"] += r["output_tokens"] or 0
         t["cost"] += r["cost"] or 0.0
     return list(totals.values())
+
+
+# --- manager review ------------------------------------------------------------------------
+
+
+def write_reviews(home: Path, judge_dir: Path, evaluation_id: str, take: str, author: str,
+                  reason: str) -> list[Path]:
+    """A person's verdict on an evaluation: the final judge record of judge run `take` (its
+    metrics, hallucinations, evidence and judge, as the record file holds them) written as a
+    `manager_review` attempt, with `review` {author, reason}, into every judge run that judged
+    the evaluation, so it is final there and counts in the scores. Files under the judge's
+    folder (`<run>/<system>/<case_id>/review-<attempt>.json`); the paths written."""
+    from dagster_project.records import read_records
+    from dagster_project.rynn_vp.judgment_records import MAX_RECORD_BYTES
+    from dagster_project.warehouse.catalog import connect
+
+    if not author.strip() or not reason.strip():
+        raise ValueError("a review needs an author and a reason")
+    con = connect(home)
+    try:
+        cur = con.execute(
+            "SELECT j.judge_run_id, j.attempt, j.attempt_kind, j.source_file, j.line, "
+            "f.archived_abspath, max(j.attempt) OVER (PARTITION BY j.judge_run_id) AS last "
+            "FROM rvp_judgments AS j JOIN rvp_judgment_files AS f "
+            "ON f.source_file = j.source_file AND f.version = j.file_version "
+            "WHERE j.evaluation_id = ? ORDER BY j.judge_run_id, j.attempt", [evaluation_id])
+        cols = [d[0] for d in cur.description]
+        rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    finally:
+        con.close()
+    if not rows:
+        raise ValueError(f"no accepted judgment of {evaluation_id}: nothing to review")
+    runs = sorted({r["judge_run_id"] for r in rows})
+    judged = [r for r in rows
+              if r["judge_run_id"] == take and r["attempt_kind"] != "manager_review"]
+    if not judged:
+        raise ValueError(f"judge run {take!r} has no judge record of {evaluation_id} (runs: "
+                         f"{', '.join(runs)})")
+    chosen = judged[-1]  # its final judge record: the highest attempt that is no review
+    record = next((r.value for r in read_records(
+        Path(chosen["archived_abspath"]), chosen["source_file"], accept=(".json", ".jsonl"),
+        max_record_bytes=MAX_RECORD_BYTES) if r.line == chosen["line"]), None)
+    if not isinstance(record, dict):
+        raise ValueError(f"{chosen['source_file']} line {chosen['line']}: record not found")
+    written = []
+    for run in runs:
+        attempt = max(r["last"] for r in rows if r["judge_run_id"] == run) + 1
+        review = {k: v for k, v in record.items() if k not in ("stages", "notes", "review")}
+        review.update(judge_run_id=run, attempt=attempt, attempt_kind="manager_review",
+                      review={"author": author.strip(), "reason": reason.strip()},
+                      notes=f"verdict of judge run {take}, attempt {chosen['attempt']} "
+                            f"({chosen['source_file']} line {chosen['line']})")
+        system, case_id = record["system"], record["case_id"]
+        path = judge_dir / "judgments" / run / system / case_id / f"review-{attempt}.json"
+        atomic_write_bytes(path, (json.dumps(review, sort_keys=True, ensure_ascii=False,
+                                              indent=1) + "\n").encode())
+        written.append(path)
+    return written
