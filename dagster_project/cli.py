@@ -366,8 +366,7 @@ def packets(
              for r in rows], "table", title=f"{len(rows)} judge packet(s)")
 
 
-# What `benchlake judge` and `benchlake review` ingest after writing records: everything
-# downstream of the judge's folder (the judgment tables, packets, views) but the exports.
+# What `judge` and `review` ingest after writing records: what the judge's folder feeds.
 JUDGMENTS_INGEST = "key:judge_judgments_dir+ and not group:reports"
 
 
@@ -375,62 +374,33 @@ JUDGMENTS_INGEST = "key:judge_judgments_dir+ and not group:reports"
 @one_line_errors
 def judge(
     dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="print the calls it would make and their estimated tokens and cost; "
-        "send nothing")] = False,
+        "--dry-run", help="print the calls, tokens and cost it would spend; send nothing")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="stream dbt's log too")] = False,
 ) -> None:
-    """Judge every evaluation whose packets are current through JUDGE_BASE_URL (answers already
-    cached are not asked again), then ingest the records and rebuild the views."""
+    """Judge every evaluation whose packets are current through JUDGE_BASE_URL (cached answers
+    are not asked again), then ingest the records and rebuild the views."""
     from dagster_project.rynn_vp import judge as judging
     from dagster_project.settings import JudgeSettings
-    from dagster_project.tables import table_path
 
-    settings, js = _settings(), JudgeSettings.from_env()
-    if not js.base_url or not js.model:
-        raise CliError(f"{'JUDGE_BASE_URL' if not js.base_url else 'JUDGE_MODEL'} is not set: "
-                       "benchlake judge needs an OpenAI-compatible endpoint and a model")
-    if not table_path(settings.home, "rvp_judge_packets").exists():
-        raise CliError(f"the warehouse at {settings.home} has no judge packets yet: run "
-                       "`benchlake materialize` first")
+    settings, js = _settings(), JudgeSettings.from_env().require_endpoint()
     if dry_run:
-        est = judging.dry_run(settings.home, settings.judge_dir, js)
-        cost = f"${est.cost:.4f}" if est.cost is not None else \
-            f"unknown (no price for {js.model} in the price table)"
-        out.print(f"{est.calls} call(s) to {judging.endpoint(js)} (model {js.model}, judge run "
-                  f"{js.judge_run_id}); {est.cached} answer(s) cached; estimated input "
-                  f"{est.input_tokens:,} tokens, output at most {est.output_tokens:,} tokens "
-                  f"(max_tokens {js.max_tokens} per call); cost at most {cost}",
-                  markup=False, soft_wrap=True)
+        out.print(judging.dry_run_text(settings.home, settings.judge_dir, js), markup=False,
+                  soft_wrap=True)
         return
-    from dagster_project.defs.rynn_vp.judge import JUDGE_JOB
+    from dagster_project.defs.rynn_vp.jobs import JUDGE_JOB
     from dagster_project.runner import dagster_instance, run_job
 
     result = run_job(settings, JUDGE_JOB, instance=dagster_instance(settings),
-                     run_config={"ops": {"rvp_judge": {"config": {"send": True}}}},
-                     launched_by="benchlake cli", progress=True)
+                     launched_by="benchlake cli", progress=True,
+                     run_config={"ops": {"rvp_judge": {"config": {"send": True}}}})
     if not result.success:
-        failed = "; ".join(f"{f.step}: {f.message}" for f in result.failures()) or "?"
-        raise CliError(f"the judge run failed ({failed}); run {result.run_id} is in "
-                       "`benchlake ui`")
-    done = {e.event_specific_data.materialization.asset_key.to_user_string():
-            {k: v.value for k, v in e.event_specific_data.materialization.metadata.items()}
-            for e in result.get_asset_materialization_events()}["raw_rvp_judge_calls"]
-    err.print(f"judge run {done['judge_run_id']}: {done['requests_sent']} request(s) sent, "
-              f"{done['cache_hits']} answered from the cache, ${done['cost_usd']:.4f} now "
-              f"(${done['spent_usd']:.4f} in all); {done['records_written']} record(s) and "
-              f"{done['gt_compilations_written']} GT compilation(s) written, "
-              f"{done['answers_rejected']} answer(s) rejected, {len(done['unscored'])} "
-              f"evaluation(s) unscored; run {result.run_id}", markup=False, soft_wrap=True)
+        raise CliError(f"the judge run failed: {result.failures()[0].message}; run "
+                       f"{result.run_id} is in `benchlake ui`")
+    summary, problem = judging.report(result.metadata_of("raw_rvp_judge_calls"))
+    err.print(f"{summary}; run {result.run_id}", markup=False, soft_wrap=True)
     run_materialize(settings, JUDGMENTS_INGEST, verbose)
-    if done["budget_reached"]:
-        raise CliError(f"judge run {done['judge_run_id']} stopped before exceeding its budget "
-                       f"of ${done['budget_usd']:.2f} (spent ${done['spent_usd']:.4f}): "
-                       f"{len(done['unfinished'])} evaluation(s) not judged; what was judged "
-                       "is ingested")
-    if done["unfinished"]:
-        raise CliError(f"{len(done['unfinished'])} evaluation(s) got no answer (errors after "
-                       f"every retry; see rvp_judge_calls), e.g. {done['unfinished'][0]}: "
-                       "run `benchlake judge` again to ask only for those")
+    if problem:
+        raise CliError(problem + "; what was judged is ingested")
 
 
 @app.command()
@@ -442,10 +412,9 @@ def review(
     author: Annotated[str, typer.Option("--author", help="who decides")],
     reason: Annotated[str, typer.Option("--reason", help="why")],
 ) -> None:
-    """Settle an evaluation (e.g. one rvp_judge_review lists): judge run TAKE's final record
-    becomes a manager_review attempt, with author and reason, in every judge run that judged it,
-    so it counts in the scores; then the records are ingested."""
-    from dagster_project.rynn_vp.judge import write_reviews
+    """Settle an evaluation (see rvp_judge_review): judge run TAKE's final record becomes a
+    manager_review attempt (author, reason) in every judge run of it; then ingested."""
+    from dagster_project.rynn_vp.judge_review import write_reviews
 
     settings = _settings()
     for path in write_reviews(settings.home, settings.judge_dir, evaluation_id, take, author,

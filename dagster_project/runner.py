@@ -291,6 +291,13 @@ class Outcome:
     def get_asset_materialization_events(self) -> list:
         return self._of("ASSET_MATERIALIZATION")
 
+    def metadata_of(self, key: str) -> dict[str, Any]:
+        """The metadata (plain values) of asset `key`'s materialization in this run."""
+        [found] = [m.metadata for e in self.get_asset_materialization_events()
+                   if (m := e.event_specific_data.materialization).asset_key.to_user_string()
+                   == key]
+        return {k: v.value for k, v in found.items()}
+
     def get_asset_check_evaluations(self) -> list:
         return [e.event_specific_data for e in self._of("ASSET_CHECK_EVALUATION")]
 

@@ -275,6 +275,14 @@ class JudgeSettings:
                              "'_' and '-' (it names folders)")
         return settings
 
+    def require_endpoint(self) -> JudgeSettings:
+        """Itself, or a ValueError naming JUDGE_BASE_URL or JUDGE_MODEL when unset."""
+        for name in ("base_url", "model"):
+            if not getattr(self, name):
+                raise ValueError(f"{self.env_name(name)} is not set: benchlake judge needs an "
+                                 "OpenAI-compatible endpoint and a model")
+        return self
+
     @property
     def judge_run_id(self) -> str:
         return self.run_id or re.sub(r"[^A-Za-z0-9._-]+", "-", self.model).strip("-.")

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from dagster_dbt import DbtCliResource
 from packaging import version
+from pydantic import Field
 
 from dagster_project.parts import SCHEMA_PART, digest
 from dagster_project.settings import JudgeSettings, Settings
@@ -26,7 +27,7 @@ from dagster_project.tables import (
     table_path,
     write_table,
 )
-from dagster_project.warehouse.previews import markdown_preview
+from dagster_project.warehouse.previews import HEAD_ROWS, markdown_preview
 from dagster_project.warehouse.project import DBT_PROJECT, dbt_command
 
 
@@ -83,6 +84,12 @@ class JudgeResource(dg.ConfigurableResource):
     def settings(self) -> JudgeSettings:
         return JudgeSettings.from_env({JudgeSettings.env_name(f.name): getattr(self, f.name)
                                        for f in fields(JudgeSettings)})
+
+
+class JudgeConfig(dg.Config):
+    send: bool = Field(default=False, description=(
+        "Send the packets to JUDGE_BASE_URL (rvp_judge_job sets it). Off, the step only writes "
+        "the ledger again from the journals: materializing everything never calls a model."))
 
 
 def judge_resource() -> JudgeResource:
@@ -145,6 +152,26 @@ def write_and_describe(
             "extra": {**extra, **dict.fromkeys(work or {}, 0)}})
     return _described(benchlake, name, table.num_rows, data_version, preview,
                       {**extra, **(work or {})})
+
+
+def describe_written(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings,
+                      name: str, rows: int, inputs: str, work: dict[str, int],
+                      **extra: object) -> dg.MaterializeResult:
+    """`write_and_describe` for a table written in row groups: the preview from its first."""
+    home = Path(benchlake.settings().home)
+    path = benchlake.table_path(name)
+    mark_written(home, name, context.run.run_id, rows)
+    head = next(pq.ParquetFile(path).iter_batches(batch_size=HEAD_ROWS), None)
+    preview = markdown_preview(pa.Table.from_batches([head]) if head is not None
+                               else pq.read_schema(path).empty_table(), total=rows)
+    version = content_version(home, name)
+    remember_inputs(home, name, inputs, [path], {
+        "rows": rows, "data_version": version, "preview": preview,
+        "extra": {**extra, **dict.fromkeys(work, 0)}})
+    return dg.MaterializeResult(
+        asset_key=raw_key(name), data_version=dg.DataVersion(version),
+        metadata={"dagster/row_count": rows, "path": dg.MetadataValue.path(str(path)),
+                  "preview": dg.MetadataValue.md(preview), **extra, **work})
 
 
 @functools.cache

@@ -12,22 +12,16 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import fields
 from pathlib import Path
 
 import duckdb
 import pytest
 from PIL import Image
 
-from dagster_project.rynn_vp.judge import (
-    MAX_TRIES,
-    AnswerCache,
-    Judge,
-    Request,
-    dry_run,
-    ledger_tables,
-    load_work,
-    parse_answer,
-)
+from dagster_project.rynn_vp.judge import MAX_TRIES, Judge, dry_run
+from dagster_project.rynn_vp.judge_client import AnswerCache, ledger_tables
+from dagster_project.rynn_vp.judge_requests import Request, load_work, parse_answer
 from dagster_project.settings import JudgeSettings, Settings
 from tests.conftest import copy_home
 from tests.rynn_vp.judge_server import JudgeServer, Running
@@ -138,6 +132,22 @@ def test_settings_come_from_the_environment_and_the_key_only_from_it(tmp_path: P
         JudgeSettings.from_env({"JUDGE_RPM": "fast"})
     with pytest.raises(ValueError, match="JUDGE_RUN_ID"):
         JudgeSettings.from_env({"JUDGE_RUN_ID": "../x"})
+
+
+def test_the_judge_resource_mirrors_the_settings_and_names_the_key(monkeypatch) -> None:
+    import dagster as dg
+
+    from dagster_project.defs.resources import JudgeResource, judge_resource
+
+    assert list(JudgeResource.model_fields) == [f.name for f in fields(JudgeSettings)]
+    monkeypatch.setenv("JUDGE_API_KEY", SECRET)
+    monkeypatch.setenv("JUDGE_MODEL", MODEL)
+    resource = judge_resource()
+    # the key is the variable's name until a step needs it (what the UI shows)
+    assert isinstance(resource.api_key, dg.EnvVar)
+    assert resource.api_key.env_var_name == "JUDGE_API_KEY"
+    resolved = resource.process_config_and_initialize().settings()
+    assert (resolved.api_key, resolved.model) == (SECRET, MODEL)
 
 
 def test_judge_refuses_without_an_endpoint(tmp_path: Path) -> None:
@@ -325,8 +335,9 @@ def test_benchlake_judge_on_the_demo(judged_home: Path, server: Running, prices:
     assert one("SELECT count(*) FROM rvp_judgments WHERE judge_run_id = ? AND "
                "evaluation_id = ?", RUN, unscored) == [(0,)]
     system, case_id = unscored.split("/")
-    assert one("SELECT count(*) FROM rvp_candidate_scores WHERE judge_run_id = ? AND "
-               "system = ? AND case_id = ?", RUN, system, case_id) == [(0,)]
+    assert set(one("SELECT status, final_score FROM rvp_candidate_scores WHERE "
+                   "judge_run_id = ? AND system = ? AND case_id = ?", RUN, system, case_id)
+               ) == {("no_final_judgment", None)}  # unscored, not zero
     [(n_scored, candidates)] = one(
         "SELECT n_scored, (SELECT count(*) FROM rvp_candidates WHERE system = ?) FROM "
         "rvp_leaderboard WHERE judge_run_id = ? AND system = ? AND profile = 'current'",

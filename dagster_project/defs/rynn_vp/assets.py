@@ -13,12 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dagster as dg
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dagster_project.defs.resources import (
     BenchlakeSettings,
+    JudgeConfig,
+    JudgeResource,
     demo_generator,
+    describe_written,
     described_again,
     parts_result,
     raw_key,
@@ -64,6 +66,8 @@ from dagster_project.rynn_vp.ingest import (
     read_case,
     refused_cases,
 )
+from dagster_project.rynn_vp.judge import judge_step
+from dagster_project.rynn_vp.judge_client import ledger_tables
 from dagster_project.rynn_vp.judgment_parts import (
     CHECKS_VERSION,
     CONTEXT_INPUTS,
@@ -83,7 +87,7 @@ from dagster_project.rynn_vp.packets import (
     sync_packets,
 )
 from dagster_project.rynn_vp.snapshot import SNAPSHOT_SCHEMA, acquire_snapshot, snapshot_root
-from dagster_project.status import mark_written, remember_inputs
+from dagster_project.status import mark_written
 from dagster_project.tables import (
     Reject,
     content_version,
@@ -93,7 +97,6 @@ from dagster_project.tables import (
     table_path,
     write_table,
 )
-from dagster_project.warehouse.previews import HEAD_ROWS, markdown_preview
 
 GROUP = "rynn_vp"
 
@@ -412,34 +415,13 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     with tempfile.TemporaryDirectory(prefix="judgments-", dir=s.cache_dir) as work:
         result = write_tables(files, ctx, out, Path(work), parts, refused=escaped)
     # the versions last: the sensor's cursor reads them as ingested
-    # the versions last: the sensor's cursor reads them as ingested
     yield write_and_describe(context, benchlake, "rvp_judgment_files",
                              rows_to_table(versions, VERSIONS_SCHEMA), inputs=inputs)
     for name in JUDGMENT_TABLES:
         extra = {"duplicates_ignored": result.duplicates} if name == "rvp_judgments" else {}
         work = {"file_versions_checked": len(written)} if name == "rvp_judgments" else {}
-        yield _describe_written(context, benchlake, name, result.rows[name], inputs, work,
-                                **extra)
-
-
-def _describe_written(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings,
-                      name: str, rows: int, inputs: str, work: dict[str, int],
-                      **extra: object) -> dg.MaterializeResult:
-    """`write_and_describe` for a table written in row groups: the preview from its first."""
-    home = Path(benchlake.settings().home)
-    path = benchlake.table_path(name)
-    mark_written(home, name, context.run.run_id, rows)
-    head = next(pq.ParquetFile(path).iter_batches(batch_size=HEAD_ROWS), None)
-    preview = markdown_preview(pa.Table.from_batches([head]) if head is not None
-                               else pq.read_schema(path).empty_table(), total=rows)
-    version = content_version(home, name)
-    remember_inputs(home, name, inputs, [path], {
-        "rows": rows, "data_version": version, "preview": preview,
-        "extra": {**extra, **dict.fromkeys(work, 0)}})
-    return dg.MaterializeResult(
-        asset_key=raw_key(name), data_version=dg.DataVersion(version),
-        metadata={"dagster/row_count": rows, "path": dg.MetadataValue.path(str(path)),
-                  "preview": dg.MetadataValue.md(preview), **extra, **work})
+        yield describe_written(context, benchlake, name, result.rows[name], inputs, work,
+                               **extra)
 
 
 @dg.asset(key=raw_key("rvp_judge_packets"), group_name=GROUP, kinds={"parquet", "json"},
@@ -466,3 +448,22 @@ def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSet
     return write_and_describe(context, benchlake, "rvp_judge_packets", result.table,
                               inputs=inputs, work={"units_built": len(result.built)},
                               packets_dir=str(s.packets_dir))
+
+
+@dg.multi_asset(group_name=GROUP, specs=[
+    dg.AssetSpec(raw_key(name), kinds={"parquet"}, description=what,
+                 deps=[raw_key("rvp_judge_packets"), *(raw_key(t) for t in CONTEXT_INPUTS)])
+    for name, what in (("rvp_judge_calls", "The judge's ledger: one row per request."),
+                       ("rvp_judge_rejects", "Judge answers that made no valid record."))])
+def rvp_judge(context: dg.AssetExecutionContext, config: JudgeConfig,
+              benchlake: BenchlakeSettings, judge: JudgeResource):
+    """With `send` (rvp_judge_job): every evaluation whose packets are current judged through
+    JUDGE_BASE_URL (`rynn_vp/judge.py`), the records written to `$BENCHLAKE_HOME/judge/
+    judgments/` for rvp_judgment_records. Always: the ledger and rejects from the journals."""
+    started(context, benchlake)
+    s = benchlake.settings()
+    done = (judge_step(s.home, s.judge_dir, judge.settings(), context.run.run_id, context.log)
+            if config.send else {})
+    calls, rejects = ledger_tables(s.judge_dir / "calls")
+    yield write_and_describe(context, benchlake, "rvp_judge_calls", calls, **done)
+    yield write_and_describe(context, benchlake, "rvp_judge_rejects", rejects)
