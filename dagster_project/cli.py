@@ -349,15 +349,14 @@ def packets(
 ) -> None:
     """Write judge packets (JSON + evidence files) for the chosen evaluations, from the
     materialized evidence; the `rvp_judge_packets` asset writes them all."""
-    from dagster_project.rynn_vp.packets import build_packets
-    from dagster_project.rynn_vp.snapshot import snapshot_root
+    from dagster_project.rynn_vp.packets import build_packets, prompts_for
     from dagster_project.tables import table_path
 
     settings = _settings()
     if not table_path(settings.home, "rvp_evaluations").with_suffix("").is_dir():
         raise CliError(f"the warehouse at {settings.home} has no Rynn-VP evidence yet: run "
                        "`benchlake materialize` first")
-    rows = build_packets(settings.home, settings.packets_dir, snapshot_root(settings.home)[0],
+    rows = build_packets(settings.home, settings.packets_dir, prompts_for(settings),
                          system=system, case_id=case)
     if not rows:
         raise CliError(f"no evaluation matches --system {system!r} --case {case!r}")

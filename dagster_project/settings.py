@@ -49,6 +49,7 @@ class Settings:
     candidates_dir: str = ""
     judgments_dir: str = ""
     responses_dir: str = ""
+    judge_prompts: str = ""  # a folder of role prompts (VERSION + <role>.md) to use instead
 
     @staticmethod
     def env_name(field_name: str) -> str:

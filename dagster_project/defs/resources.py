@@ -45,6 +45,7 @@ class BenchlakeSettings(dg.ConfigurableResource):
     candidates_dir: str = ""
     judgments_dir: str = ""
     responses_dir: str = ""
+    judge_prompts: str = ""
 
     @classmethod
     def from_settings(cls, s: Settings) -> "BenchlakeSettings":

@@ -252,6 +252,8 @@ class Judge:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             failed_role = None
             for role in CANDIDATE_ROLES:
+                if role in reports:  # answered in an attempt before, and kept
+                    continue
                 request = role_request(ev, role, case, gt, reports, self.settings,
                                        samples[role])
                 text, key, entry = self.answer(request, attempt)

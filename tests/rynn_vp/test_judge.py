@@ -150,6 +150,22 @@ def test_the_judge_resource_mirrors_the_settings_and_names_the_key(monkeypatch) 
     assert (resolved.api_key, resolved.model) == (SECRET, MODEL)
 
 
+def test_a_prompts_folder_of_ones_own(tmp_path: Path) -> None:
+    from dagster_project.rynn_vp.packets import PROJECT_PROMPTS, ROLES, load_prompts
+
+    folder = tmp_path / "prompts"
+    folder.mkdir()
+    (folder / "VERSION").write_text("my-prompts-3\n")
+    for role in ROLES[:-1]:
+        (folder / f"{role}.md").write_text(f"# {role} · {{{{prompt_version}}}}")
+    with pytest.raises(FileNotFoundError, match=f"no {ROLES[-1]}.md there"):
+        load_prompts(None, folder)
+    (folder / f"{ROLES[-1]}.md").write_text("# critic")
+    mine = load_prompts(PROJECT_PROMPTS.parent, folder)  # wins over a Skill's folder too
+    assert (mine.source, mine.version) == ("folder", "my-prompts-3")
+    assert mine.texts["observer"] == "# observer · {{prompt_version}}"
+
+
 def test_judge_refuses_without_an_endpoint(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JUDGE_")}
     done = subprocess.run([BENCHLAKE, "judge"], env={**env, "BENCHLAKE_HOME": str(tmp_path)},

@@ -80,9 +80,9 @@ from dagster_project.rynn_vp.judgments import JUDGMENT_TABLES, write_tables
 from dagster_project.rynn_vp.packets import (
     PACKET_INPUTS,
     PACKETS_VERSION,
-    load_prompts,
     packet_store,
     packets_present,
+    prompts_for,
     prompts_version,
     sync_packets,
 )
@@ -345,8 +345,7 @@ def rvp_gt_fingerprints(context: dg.AssetExecutionContext, benchlake: BenchlakeS
     files and the prompt version in effect (the Skill's prompts if the snapshot has them, else
     the project's templates)."""
     started(context, benchlake)
-    home = benchlake.settings().home
-    prompts = load_prompts(snapshot_root(home)[0])
+    prompts = prompts_for(benchlake.settings())
     digests: dict[str, dict[str, str]] = {}
     for r in benchlake.read("rvp_checksums").to_pylist():
         if r["case_id"] is not None:
@@ -433,16 +432,15 @@ def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSet
     are made of (`packets.sync_packets`); nothing is read while the tables they are made of, the
     prompts and the packet files are as when they were written."""
     s = benchlake.settings()
-    root = snapshot_root(s.home)[0]
-    prompts = load_prompts(root)
+    prompts = prompts_for(s)
     inputs = step_inputs(PACKETS_VERSION, {t: content_version(s.home, t) for t in PACKET_INPUTS},
                          prompts_version(prompts), sorted(prompts.files.items()),
-                         str(s.packets_dir), str(root))
+                         str(s.packets_dir))
     if packets_present(s.home) and (
             done := described_again(context, benchlake, inputs, "rvp_judge_packets")):
         return done[0]
     started(context, benchlake)
-    result = sync_packets(s.home, s.packets_dir, root, packet_store(s.cache_dir))
+    result = sync_packets(s.home, s.packets_dir, prompts, packet_store(s.cache_dir))
     context.log.info(f"judge packets: {len(result.built)} units built, "
                      f"{len(result.removed)} removed")
     return write_and_describe(context, benchlake, "rvp_judge_packets", result.table,

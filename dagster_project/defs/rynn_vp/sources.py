@@ -10,9 +10,7 @@ import dagster as dg
 from dagster_project.defs.resources import BenchlakeSettings, demo_generator
 from dagster_project.dropfolder import drop_folder_listing, listing_version, stat_listing
 from dagster_project.hub import parse_hub_uri
-from dagster_project.rynn_vp.packets import load_prompts, prompts_version
-from dagster_project.rynn_vp.snapshot import snapshot_root
-from dagster_project.tables import table_path
+from dagster_project.rynn_vp.packets import prompts_for, prompts_version
 
 GROUP = "rynn_vp"
 
@@ -74,8 +72,6 @@ def judge_judgments_dir(benchlake: BenchlakeSettings) -> dg.ObserveResult:
     "them, else the project's templates (assets/prompts/); observed by version and text. The GT "
     "cache keys and the judge packets are made from them."))
 def rvp_prompts(benchlake: BenchlakeSettings) -> dg.ObserveResult:
-    home = benchlake.settings().home
-    root = (snapshot_root(home)[0] if table_path(home, "rvp_snapshot").exists() else None)
-    prompts = load_prompts(root)
+    prompts = prompts_for(benchlake.settings())
     return dg.ObserveResult(data_version=dg.DataVersion(prompts_version(prompts)),
                             metadata={"version": prompts.version, "source": prompts.source})
