@@ -103,14 +103,16 @@ class Outcome:
 
 
 class _Failed(Exception):
-    """A request that got no usable answer (errors after every try, the budget)."""
+    """A request that got no usable answer: errors on every try, or one not worth retrying."""
 
 
 class Judge:
+    """One judging: what `run` does, journaled under `judge_dir/calls/<run_id>.jsonl`."""
+
     def __init__(self, home: Path, judge_dir: Path, settings: JudgeSettings, run_id: str,
                  log: Callable[[str], None], backoff_s: float = BACKOFF_S,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        self.home, self.settings, self.run_id, self.log = home, settings, run_id, log
+        self.home, self.settings, self.log = home, settings, log
         self.cache = AnswerCache(judge_dir / "cache")
         self.calls_dir = judge_dir / "calls"
         self.out = judge_dir / "judgments"
@@ -243,7 +245,7 @@ class Judge:
 
     # - one evaluation -
     def judge(self, ev: Evaluation, case: Case, gt: str, ctx: EvalContext,
-              owner_of: Callable[[str], str | None]) -> bool | None:
+              owner_of: Callable[[str], str | None]) -> bool:
         """Judge one evaluation: True when its record is there (written now or before), False
         when every attempt was rejected (unscored)."""
         folder = self.out / self.settings.judge_run_id / ev.system / ev.case_id
@@ -306,17 +308,17 @@ class Judge:
         gts: dict[str, str | None] = {}
 
         def compile_one(cid: str) -> None:
-            try:
+            try:  # None: every answer rejected; missing: no answer (ask again next time)
                 gts[cid] = self.compile_gt(work.cases[cid], ctx)
             except (BudgetReached, _Failed) as exc:
                 self.log(f"GT compilation of {cid} not done: {_why(exc)}")
-                gts[cid] = None
 
         def judge_one(ev: Evaluation) -> None:
             gt = gts.get(ev.case_id)
             if gt is None:
                 with self.lock:
-                    self.outcome.unfinished.append(ev.evaluation_id)
+                    (self.outcome.unscored if ev.case_id in gts
+                     else self.outcome.unfinished).append(ev.evaluation_id)
                 return
             try:
                 done = self.judge(ev, work.cases[ev.case_id], gt, ctx, owner.get)

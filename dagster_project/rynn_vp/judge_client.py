@@ -10,6 +10,7 @@ made from the journals, the price table and the dry run. No Dagster import.
 
 from __future__ import annotations
 
+import csv
 import email.utils
 import json
 import threading
@@ -47,8 +48,6 @@ def price_of(settings: JudgeSettings) -> Price | None:
     """The model's price per 1,000 tokens from the price table (JUDGE_PRICES, else the seed
     `rvp_judge_prices`), None when the table does not list the model."""
     if settings.prices:
-        import csv
-
         path = Path(settings.prices).expanduser()
         with path.open(encoding="utf-8", newline="") as fh:
             rows = list(csv.DictReader(fh))
