@@ -377,12 +377,47 @@ def test_benchlake_judge_on_the_demo(judged_home: Path, server: Running, prices:
     assert again.returncode == 0, again.stderr[-3000:]
     assert server.state.count() == before
     assert "0 request(s) sent" in again.stderr and "0 record(s)" in again.stderr
-    # the key: in no file under the home, in no output
-    for path in judged_home.rglob("*"):
+    # a disagreement with the demo's judge run a, settled by a person: the verdict is final in
+    # both runs, counts in the scores, and the results browser says who decided and why
+    con = duckdb.connect(str(judged_home / "benchlake.duckdb"), read_only=True)
+    con.execute("USE benchlake")
+    [(disputed,)] = con.execute(
+        "SELECT min(evaluation_id) FROM rvp_judge_review WHERE over_threshold AND "
+        "'judge-run-a' IN (judge_run_id, base_judge_run_id) AND ? IN (judge_run_id, "
+        "base_judge_run_id)", [RUN]).fetchall()
+    con.close()
+    assert disputed is not None
+    settled = subprocess.run([BENCHLAKE, "review", disputed, "--take", "judge-run-a", "--author",
+                              "Ann Lee", "--reason", "SB3 shows the drop"], env=env,
+                             capture_output=True, text=True, timeout=900)
+    assert settled.returncode == 0, settled.stderr[-3000:]
+    con = duckdb.connect(str(judged_home / "benchlake.duckdb"), read_only=True)
+    con.execute("USE benchlake")
+    finals = con.execute(
+        "SELECT judge_run_id, attempt_kind, review_author, review_reason, vr_1 FROM "
+        "rvp_judgments WHERE evaluation_id = ? AND is_final ORDER BY judge_run_id",
+        [disputed]).fetchall()
+    assert {(k, a, r) for _, k, a, r, _ in finals} == {
+        ("manager_review", "Ann Lee", "SB3 shows the drop")}
+    assert len({vr for *_, vr in finals}) == 1  # one verdict, whichever run
+    scores = con.execute("SELECT DISTINCT final_score FROM rvp_candidate_scores WHERE "
+                         "system || '/' || case_id = ? AND profile = 'current' AND "
+                         "judge_run_id IN (?, 'judge-run-a')", [disputed, RUN]).fetchall()
+    assert len(scores) == 1  # the verdict's score in both runs
+    assert con.execute("SELECT bool_and(reviewed), min(review_author) FROM rvp_judge_review "
+                       "WHERE evaluation_id = ?", [disputed]).fetchall() == [(True, "Ann Lee")]
+    con.close()
+    exported = subprocess.run([BENCHLAKE, "export", "--out", str(judged_home.parent / "ex")],
+                              env=env, capture_output=True, text=True, timeout=600)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    [page] = (judged_home.parent / "ex").glob(f"*/rvp/{disputed}.html")
+    assert "Manager review by <b>Ann Lee</b>: SB3 shows the drop" in page.read_text()
+    # the key: in no file under the home or of the export, in no output
+    for path in [*judged_home.rglob("*"), *(judged_home.parent / "ex").rglob("*")]:
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
-    for text in (dry.stdout, dry.stderr, done.stdout, done.stderr, again.stdout, again.stderr):
-        assert SECRET not in text
+    for run in (dry, done, again, settled, exported):
+        assert SECRET not in run.stdout + run.stderr
 
 
 def _first_case(home: Path, system: str) -> str:
