@@ -16,6 +16,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
@@ -23,7 +24,7 @@ from dagster_project.rynn_vp.judge import MAX_TRIES, Judge, dry_run
 from dagster_project.rynn_vp.judge_client import AnswerCache, ledger_tables
 from dagster_project.rynn_vp.judge_requests import Request, load_work, parse_answer
 from dagster_project.settings import JudgeSettings, Settings
-from tests.conftest import copy_home
+from tests.conftest import copy_home, table_identities
 from tests.rynn_vp.judge_server import JudgeServer, Running
 
 SECRET = "sk-test-judge-0c7f1e9b5d2a4e8f9a1b"
@@ -312,6 +313,15 @@ def test_one_changed_candidate_rejudges_that_evaluation_only(judged_home: Path, 
     assert {s.subject for s in server.state.seen} == {f"storyboard-planner/{case_id}"}
     assert again.sent == 5 and again.records_written == 1
     assert again.cache_hits == DEMO_REQUESTS - 5
+    # the ledger asset (as `benchlake materialize` runs it: nothing sent) writes both judgings'
+    # calls, and with the journals unchanged it writes nothing again
+    ledger = ("rvp_judge_calls", "rvp_judge_rejects")
+    assert materialize(settings, "key:raw_rvp_judge_calls", checks=False).success
+    calls = pq.read_table(settings.tables_dir / "raw" / "rvp_judge_calls.parquet")
+    assert calls.num_rows == 2 * DEMO_REQUESTS and server.state.count() == 5
+    before = table_identities(judged_home, ledger)
+    assert materialize(settings, "key:raw_rvp_judge_calls", checks=False).success
+    assert table_identities(judged_home, ledger) == before
 
 
 @pytest.mark.slow

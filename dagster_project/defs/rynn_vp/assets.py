@@ -1,5 +1,5 @@
 """Rynn-VP assets: snapshot → checksums → media → cases and intervals → candidates → evidence
-(per case) → GT fingerprints → judgment records → judge packets.
+(per case) → GT fingerprints → judgment records → judge packets → the judge.
 
 Each asset `raw_<table>` writes `tables/raw/<table>.parquet` (refusals under
 `tables/raw/rvp_rejects/<stage>.parquet`); the logic lives in `dagster_project/rynn_vp/`, the
@@ -448,20 +448,26 @@ def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSet
                               packets_dir=str(s.packets_dir))
 
 
-@dg.multi_asset(group_name=GROUP, specs=[
-    dg.AssetSpec(raw_key(name), kinds={"parquet"}, description=what,
-                 deps=[raw_key("rvp_judge_packets"), *(raw_key(t) for t in CONTEXT_INPUTS)])
-    for name, what in (("rvp_judge_calls", "The judge's ledger: one row per request."),
-                       ("rvp_judge_rejects", "Judge answers that made no valid record."))])
+JUDGE_TABLES = ("rvp_judge_calls", "rvp_judge_rejects")  # the ledger, the rejected answers
+
+
+@dg.multi_asset(group_name=GROUP, specs=[dg.AssetSpec(
+    raw_key(name), kinds={"parquet"},
+    deps=[raw_key("rvp_judge_packets"), *(raw_key(t) for t in CONTEXT_INPUTS)])
+    for name in JUDGE_TABLES])
 def rvp_judge(context: dg.AssetExecutionContext, config: JudgeConfig,
               benchlake: BenchlakeSettings, judge: JudgeResource):
-    """With `send` (rvp_judge_job): every evaluation whose packets are current judged through
-    JUDGE_BASE_URL (`rynn_vp/judge.py`), the records written to `$BENCHLAKE_HOME/judge/
-    judgments/` for rvp_judgment_records. Always: the ledger and rejects from the journals."""
-    started(context, benchlake)
+    """With `send` (rvp_judge_job): the packets judged through JUDGE_BASE_URL (`rynn_vp/
+    judge.py`). Always: the ledger and rejects from the journals (read when they changed)."""
     s = benchlake.settings()
+    calls = s.judge_dir / "calls"
+    inputs = None if config.send else step_inputs(stat_listing(calls))
+    if inputs and (again := described_again(context, benchlake, inputs, *JUDGE_TABLES)):
+        yield from again
+        return
+    started(context, benchlake)
     done = (judge_step(s.home, s.judge_dir, judge.settings(), context.run.run_id, context.log)
             if config.send else {})
-    calls, rejects = ledger_tables(s.judge_dir / "calls")
-    yield write_and_describe(context, benchlake, "rvp_judge_calls", calls, **done)
-    yield write_and_describe(context, benchlake, "rvp_judge_rejects", rejects)
+    for name, table in zip(JUDGE_TABLES, ledger_tables(calls), strict=True):
+        yield write_and_describe(context, benchlake, name, table, inputs=inputs,
+                                 **(done if name == "rvp_judge_calls" else {}))
