@@ -271,7 +271,6 @@ def _create_run(instance: dg.DagsterInstance, keys: list[dg.AssetKey] | None,
             job_code_origin=remote_job.get_python_origin(), asset_graph=repo.asset_graph)
 
 
-
 class Outcome:
     """The run one `materialize` call made, read back from the instance's event log."""
 

@@ -68,9 +68,9 @@ def judge_judgments_dir(benchlake: BenchlakeSettings) -> dg.ObserveResult:
 
 
 @dg.observable_source_asset(group_name=GROUP, description=(
-    "The judge role prompts in effect: the Skill's frozen prompts when the snapshot carries "
-    "them, else the project's templates (assets/prompts/); observed by version and text. The GT "
-    "cache keys and the judge packets are made from them."))
+    "The judge role prompts in effect: the folder JUDGE_PROMPTS names, else the Skill's frozen "
+    "prompts when the snapshot carries them, else the project's templates (assets/prompts/); "
+    "observed by version and text. The GT cache keys and the judge packets are made from them."))
 def rvp_prompts(benchlake: BenchlakeSettings) -> dg.ObserveResult:
     prompts = prompts_for(benchlake.settings())
     return dg.ObserveResult(data_version=dg.DataVersion(prompts_version(prompts)),
