@@ -360,8 +360,7 @@ def packets(
 ) -> None:
     """Write judge packets (JSON + evidence files) for the chosen evaluations, from the
     materialized evidence; the `rvp_judge_packets` asset writes them all."""
-    from dagster_project.rynn_vp.packets import build_packets
-    from dagster_project.rynn_vp.snapshot import snapshot_root
+    from dagster_project.rynn_vp.packets import build_packets, prompts_for
     from dagster_project.tables import table_path
 
     settings = _settings()
@@ -369,13 +368,78 @@ def packets(
         raise CliError(f"the warehouse at {settings.home} has no Rynn-VP evidence yet: run "
                        "`benchlake materialize` first")
     with synced(settings):
-        rows = build_packets(settings.home, settings.packets_dir,
-                             snapshot_root(settings.home)[0], system=system, case_id=case)
+        rows = build_packets(settings.home, settings.packets_dir, prompts_for(settings),
+                             system=system, case_id=case)
     if not rows:
         raise CliError(f"no evaluation matches --system {system!r} --case {case!r}")
     _render(["system", "case_id", "role", "n_evidence", "packet_path"],
             [(r["system"] or "(GT)", r["case_id"], r["role"], r["n_evidence"], r["packet_path"])
              for r in rows], "table", title=f"{len(rows)} judge packet(s)")
+
+
+# What `judge` and `review` ingest after writing records: what the judge's folder feeds.
+JUDGMENTS_INGEST = "key:judge_judgments_dir+ and not group:reports"
+
+
+@app.command()
+@one_line_errors
+def judge(
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="print the calls, tokens and cost it would spend; send nothing")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="stream dbt's log too")] = False,
+) -> None:
+    """Judge every evaluation whose packets are current through JUDGE_BASE_URL (cached answers
+    are not asked again), then ingest the records and rebuild the views."""
+    from dagster_project.rynn_vp import judge as judging
+    from dagster_project.settings import JudgeSettings
+
+    settings, js = _settings(), JudgeSettings.from_env().require_endpoint()
+    if dry_run:
+        with synced(settings, write=False):
+            out.print(judging.dry_run_text(settings.home, settings.judge_dir, js), markup=False,
+                      soft_wrap=True)
+        return
+    with synced(settings):
+        _judge(settings, verbose)
+
+
+def _judge(settings: Settings, verbose: bool) -> None:
+    from dagster_project.defs.rynn_vp.jobs import JUDGE_JOB
+    from dagster_project.runner import dagster_instance, run_job
+    from dagster_project.rynn_vp import judge as judging
+
+    result = run_job(settings, JUDGE_JOB, instance=dagster_instance(settings),
+                     launched_by="benchlake cli", progress=True,
+                     run_config={"ops": {"rvp_judge": {"config": {"send": True}}}})
+    if not result.success:
+        raise CliError(f"the judge run failed: {result.failures()[0].message}; run "
+                       f"{result.run_id} is in `benchlake ui`")
+    summary, problem = judging.report(result.metadata_of("raw_rvp_judge_calls"))
+    err.print(f"{summary}; run {result.run_id}", markup=False, soft_wrap=True)
+    run_materialize(settings, JUDGMENTS_INGEST, verbose)
+    if problem:
+        raise CliError(problem + "; what was judged is ingested")
+
+
+@app.command()
+@one_line_errors
+def review(
+    evaluation_id: Annotated[str, typer.Argument(metavar="EVALUATION",
+                                                 help="<system>/<case_id>")],
+    take: Annotated[str, typer.Option("--take", help="the judge run whose record is right")],
+    author: Annotated[str, typer.Option("--author", help="who decides")],
+    reason: Annotated[str, typer.Option("--reason", help="why")],
+) -> None:
+    """Settle an evaluation (see rvp_judge_review): judge run TAKE's final record becomes a
+    manager_review attempt (author, reason) in every judge run of it; then ingested."""
+    from dagster_project.rynn_vp.judge_review import write_reviews
+
+    settings = _settings()
+    with synced(settings):
+        for path in write_reviews(settings.home, settings.judge_dir, evaluation_id, take, author,
+                                  reason):
+            err.print(f"review written: {path}", markup=False, soft_wrap=True)
+        run_materialize(settings, JUDGMENTS_INGEST)
 
 
 def _port_free(port: int) -> bool:

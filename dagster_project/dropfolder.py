@@ -12,7 +12,7 @@ import fnmatch
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dagster_project.filecache import DIGEST_KIND, DIGEST_VERSION, FileCache, Identity
@@ -111,46 +111,53 @@ def archive_copy(src: Path, archive_root: Path) -> str:
     return digest.hexdigest()
 
 
-def archive_versions(archive_root: Path, root: Path, manifest: Path, home: Path,
-                     stat_cache: Path | None = None) -> list[dict]:
-    """Archive every new (path, content) of the drop folder `root` under
-    `archive_root/<sha256>` and return the full version list: the previous manifest (a Parquet
-    table under `home`) plus the new versions.
+def archive_versions(archive_root: Path, roots: Path | Sequence[Path], manifest: Path,
+                     home: Path, stat_cache: Path | None = None) -> list[dict]:
+    """Archive every new (path, content) of the drop folder(s) `roots` (a folder that does not
+    exist is empty) under `archive_root/<sha256>` and return the full version list: the
+    previous manifest (a Parquet table under `home`) plus the new versions.
 
     Each version records the folder it came from. Versions seen in another folder (the setting
     pointed elsewhere before) stay listed and archived but are not current: readers take only
-    `versions_of(versions, root)`. Version numbers count per file name across folders, so
+    `versions_of(versions, roots)`. Version numbers count per file name across folders, so
     (source_file, version) names one version whatever the folder."""
+    roots = [roots] if isinstance(roots, Path) else list(roots)
     previous = read_table(manifest, home).to_pylist() if manifest.exists() else []
-    folder = str(root)
     for r in previous:
-        r.setdefault("folder", folder)  # manifests written before folders were recorded
+        r.setdefault("folder", str(roots[0]))  # manifests written before folders were recorded
     known = {(r["folder"], r["source_file"], r["sha256"]) for r in previous}
-    # A file the stat cache does not know is copied into the archive while it is hashed (one
-    # read); the copy is named by the bytes actually copied, so a file rewritten meanwhile is
-    # simply a version the next scan finds.
-    current = scan_drop_folder(root, stat_cache, lambda path: archive_copy(path, archive_root))
     versions = list(previous)
-    for rel, sha in current.items():
-        if (folder, rel, sha) in known:
-            continue
-        archived = archive_root / sha
-        if not archived.exists():  # known to the stat cache, archived in another home
-            sha = archive_copy(root / rel, archive_root)
-            archived = archive_root / sha
+    current: dict[str, dict[str, str]] = {}
+    for root in roots:
+        folder = str(root)
+        # A file the stat cache does not know is copied into the archive while it is hashed
+        # (one read); the copy is named by the bytes actually copied, so a file rewritten
+        # meanwhile is simply a version the next scan finds.
+        current[folder] = listing = scan_drop_folder(
+            root, stat_cache, lambda path: archive_copy(path, archive_root)
+        ) if root.is_dir() else {}
+        for rel, sha in listing.items():
             if (folder, rel, sha) in known:
                 continue
-        n = 1 + max((r["version"] for r in versions if r["source_file"] == rel), default=0)
-        versions.append({"folder": folder, "source_file": rel, "version": n, "sha256": sha,
-                         "size_bytes": archived.stat().st_size, "archived_path": str(archived)})
+            archived = archive_root / sha
+            if not archived.exists():  # known to the stat cache, archived in another home
+                sha = archive_copy(root / rel, archive_root)
+                archived = archive_root / sha
+                if (folder, rel, sha) in known:
+                    continue
+            n = 1 + max((r["version"] for r in versions if r["source_file"] == rel), default=0)
+            versions.append({"folder": folder, "source_file": rel, "version": n, "sha256": sha,
+                             "size_bytes": archived.stat().st_size,
+                             "archived_path": str(archived)})
     for r in versions:
-        r["is_current"] = r["folder"] == folder and current.get(r["source_file"]) == r["sha256"]
+        r["is_current"] = current.get(r["folder"], {}).get(r["source_file"]) == r["sha256"]
     return sorted(versions, key=lambda r: (r["source_file"], r["version"]))
 
 
-def versions_of(versions: list[dict], root: Path) -> list[dict]:
-    """The versions that came from drop folder `root` (what the tables are built from)."""
-    return [v for v in versions if v["folder"] == str(root)]
+def versions_of(versions: list[dict], roots: Path | Sequence[Path]) -> list[dict]:
+    """The versions that came from drop folder(s) `roots` (what the tables are built from)."""
+    folders = {str(roots)} if isinstance(roots, Path) else {str(r) for r in roots}
+    return [v for v in versions if v["folder"] in folders]
 
 
 def ingested_cursor(versions: Path, root: Path, home: Path) -> str | None:

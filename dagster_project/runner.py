@@ -154,6 +154,7 @@ def _ancestors(graph: Any, key: dg.AssetKey, within: set[dg.AssetKey] | None = N
 # runs created with this origin are runs of a job the UI knows, and it can re-execute them.
 LOCATION = "dagster_project.definitions"
 IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
+ASSET_JOB = "__ASSET_JOB"  # the implicit asset job: what the UI's "Materialize" launches
 
 
 def materialize(
@@ -177,17 +178,9 @@ def materialize(
     from dagster._core.definitions.job_base import InMemoryJob
     from dagster._core.execution.api import execute_run
 
-    from dagster_project.defs.resources import BenchlakeSettings
     from dagster_project.warehouse.catalog import ensure_published
 
-    loaded = definitions()
-    # The code location's definitions with these settings as the resource (the code location
-    # reads the same ones from the environment; tests pass their own).
-    defs = dg.Definitions(
-        assets=loaded.assets, asset_checks=loaded.asset_checks, jobs=loaded.jobs,
-        sensors=loaded.sensors, schedules=loaded.schedules, loggers=loaded.loggers,
-        resources={**(loaded.resources or {}),
-                   "benchlake": BenchlakeSettings.from_settings(settings)})
+    defs = _definitions_for(settings)
     keys = selected_keys(defs, select)
     config = {**IN_PROCESS, **(run_config or {})}
     if progress:
@@ -205,11 +198,47 @@ def materialize(
     return Outcome(instance, result.run_id, result.success)
 
 
-def _create_run(instance: dg.DagsterInstance, keys: list[dg.AssetKey],
+def _definitions_for(settings: Settings) -> dg.Definitions:
+    """The code location's definitions with these settings as the resources (the code location
+    reads the same ones from the environment when it loads; tests pass their own, and the
+    judge's are read now)."""
+    from dagster_project.defs.resources import BenchlakeSettings, judge_resource
+
+    loaded = definitions()
+    return dg.Definitions(
+        assets=loaded.assets, asset_checks=loaded.asset_checks, jobs=loaded.jobs,
+        sensors=loaded.sensors, schedules=loaded.schedules, loggers=loaded.loggers,
+        resources={**(loaded.resources or {}),
+                   "benchlake": BenchlakeSettings.from_settings(settings),
+                   "judge": judge_resource()})
+
+
+def run_job(settings: Settings, job_name: str, *, instance: dg.DagsterInstance,
+            run_config: dict | None = None, launched_by: str = "python",
+            progress: bool = False) -> Outcome:
+    """One run of job `job_name` of the code location (as the UI launches it: it lists the run
+    and can re-execute it), executed in this process; `run_config` as the job's launchpad
+    takes it (e.g. op config)."""
+    from dagster._core.definitions.job_base import InMemoryJob
+    from dagster._core.execution.api import execute_run
+
+    defs = _definitions_for(settings)
+    config = {**IN_PROCESS, **(run_config or {})}
+    if progress:
+        config["loggers"] = {"benchlake_progress": {}}
+    run = _create_run(instance, None, None, config, {"benchlake/launched_by": launched_by},
+                      job_name)
+    result = execute_run(InMemoryJob(defs.resolve_job_def(job_name)), run, instance,
+                         raise_on_error=False)
+    return Outcome(instance, result.run_id, result.success)
+
+
+def _create_run(instance: dg.DagsterInstance, keys: list[dg.AssetKey] | None,
                 check_keys: set[dg.AssetCheckKey] | None, run_config: dict,
-                tags: dict[str, str]) -> Any:
-    """A run of the code location's asset job for `keys` (and `check_keys`, None: every check
-    of them), recorded with the job's origin and snapshots, as the UI's launch records it."""
+                tags: dict[str, str], job_name: str = ASSET_JOB) -> Any:
+    """A run of the code location's job `job_name` (default: the asset job, for `keys` and
+    `check_keys`, None: every check of them; None keys: the whole job), recorded with the job's
+    origin and snapshots, as the UI's launch records it."""
     import sys
 
     from dagster._core.definitions.selector import JobSubsetSelector
@@ -224,25 +253,22 @@ def _create_run(instance: dg.DagsterInstance, keys: list[dg.AssetKey],
     with origin.create_location(instance) as location:
         [repo] = location.get_repositories().values()
         remote_job = location.get_job(JobSubsetSelector(
-            location_name=LOCATION, repository_name=repo.name, job_name=ASSET_JOB,
+            location_name=LOCATION, repository_name=repo.name, job_name=job_name,
             op_selection=None, asset_selection=keys, asset_check_selection=check_keys))
         plan = location.get_execution_plan(remote_job, run_config, step_keys_to_execute=None,
                                            known_state=None, instance=instance)
         return instance.create_run(
-            job_name=ASSET_JOB, run_id=None, run_config=run_config, status=None,
+            job_name=job_name, run_id=None, run_config=run_config, status=None,
             tags={**remote_job.tags, **tags}, root_run_id=None, parent_run_id=None,
             step_keys_to_execute=plan.execution_plan_snapshot.step_keys_to_execute,
             execution_plan_snapshot=plan.execution_plan_snapshot,
             job_snapshot=remote_job.job_snapshot,
             parent_job_snapshot=remote_job.parent_job_snapshot,
-            asset_selection=frozenset(keys),
+            asset_selection=None if keys is None else frozenset(keys),
             asset_check_selection=None if check_keys is None else frozenset(check_keys),
             resolved_op_selection=None, op_selection=None,
             remote_job_origin=remote_job.get_remote_origin(),
             job_code_origin=remote_job.get_python_origin(), asset_graph=repo.asset_graph)
-
-
-ASSET_JOB = "__ASSET_JOB"  # the implicit asset job: what the UI's "Materialize" launches
 
 
 class Outcome:
@@ -263,6 +289,13 @@ class Outcome:
 
     def get_asset_materialization_events(self) -> list:
         return self._of("ASSET_MATERIALIZATION")
+
+    def metadata_of(self, key: str) -> dict[str, Any]:
+        """The metadata (plain values) of asset `key`'s materialization in this run."""
+        [found] = [m.metadata for e in self.get_asset_materialization_events()
+                   if (m := e.event_specific_data.materialization).asset_key.to_user_string()
+                   == key]
+        return {k: v.value for k, v in found.items()}
 
     def get_asset_check_evaluations(self) -> list:
         return [e.event_specific_data for e in self._of("ASSET_CHECK_EVALUATION")]

@@ -7,8 +7,9 @@ CLI both read it through `Settings.from_env()`.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +56,7 @@ class Settings:
     responses_dir: str = ""
     # a Ray cluster for the per-item work (`dagster_project/cluster.py`); empty: local processes
     ray_address: str = ""
+    judge_prompts: str = ""  # a folder of role prompts (VERSION + <role>.md) to use instead
 
     @staticmethod
     def env_name(field_name: str) -> str:
@@ -188,6 +190,17 @@ class Settings:
         return self.home / "packets"
 
     @property
+    def judge_dir(self) -> Path:
+        """`benchlake judge`'s own files: `cache/` (one answer per request key), `calls/` (the
+        journal of every request, per Dagster run) and `judgments/` (the judgment records it
+        writes: a second drop folder the judgments ingest reads beside JUDGMENTS_DIR)."""
+        return self.home / "judge"
+
+    @property
+    def judge_judgments_dir(self) -> Path:
+        return self.judge_dir / "judgments"
+
+    @property
     def archive_dir(self) -> Path:
         """Content-addressed copies of every version of every ingested drop-folder file."""
         return self.home / "archive"
@@ -226,3 +239,68 @@ class Settings:
         from benchlake_demo.video_val import demo_prefix_map
 
         return demo_prefix_map(self.video_val_demo_dir)
+
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """`benchlake judge`'s settings (JUDGE_*; environment, `.env` too, except the key): the
+    OpenAI-compatible endpoint, model and key, the judge run id the records carry, decoding,
+    pacing, the price table and the budget. The key (JUDGE_API_KEY) is read from the process
+    environment only and is kept out of `repr`: it goes into the Authorization header and
+    nowhere else. Empty strings mean unset."""
+
+    base_url: str = ""
+    model: str = ""
+    api_key: str = field(default="", repr=False)
+    run_id: str = ""  # default: the model's name
+    reasoning: str = ""  # sent as `reasoning_effort` when set; recorded as judge.reasoning
+    temperature: float = 0.0
+    max_tokens: int = 4096
+    seed: int = 0
+    concurrency: int = 4  # evaluations judged at once
+    rpm: int = 60  # requests per minute at most (0: no limit)
+    timeout_s: float = 120.0  # per request: connect and read
+    budget_usd: float = 0.0  # per judge run, over every invocation (0: no cap)
+    prices: str = ""  # a CSV like the seed rvp_judge_prices (its default)
+
+    @staticmethod
+    def env_name(field_name: str) -> str:
+        return f"JUDGE_{field_name.upper()}"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> JudgeSettings:
+        env = {} if environ is not None else {
+            **read_dotenv(PROJECT_ROOT / ".env"), **read_dotenv(Path.cwd() / ".env")}
+        env.pop(cls.env_name("api_key"), None)  # the key: from the environment only
+        env.update(os.environ if environ is None else environ)
+        values: dict[str, object] = {}
+        for f in fields(cls):
+            text = env.get(cls.env_name(f.name), "").strip()
+            if not text:
+                continue
+            kind = type(f.default)
+            try:
+                values[f.name] = kind(text) if kind is not str else text
+            except ValueError:
+                raise ValueError(f"{cls.env_name(f.name)} must be a {kind.__name__}, "
+                                 f"not {text!r}") from None
+        settings = cls(**values)  # type: ignore[arg-type]
+        if settings.run_id and not _RUN_ID.match(settings.run_id):
+            raise ValueError(f"JUDGE_RUN_ID {settings.run_id!r}: use letters, digits, '.', "
+                             "'_' and '-' (it names folders)")
+        return settings
+
+    def require_endpoint(self) -> JudgeSettings:
+        """Itself, or a ValueError naming JUDGE_BASE_URL or JUDGE_MODEL when unset."""
+        for name in ("base_url", "model"):
+            if not getattr(self, name):
+                raise ValueError(f"{self.env_name(name)} is not set: benchlake judge needs an "
+                                 "OpenAI-compatible endpoint and a model")
+        return self
+
+    @property
+    def judge_run_id(self) -> str:
+        return self.run_id or re.sub(r"[^A-Za-z0-9._-]+", "-", self.model).strip("-.")

@@ -1,8 +1,9 @@
-"""The resources (benchlake's settings, dbt) and the helpers every Python asset uses to mark,
+"""The resources (benchlake's settings, the judge) and the helpers every Python asset uses to mark,
 write and describe its raw tables."""
 
 import functools
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -11,9 +12,10 @@ from typing import Any, Literal
 import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import Field
 
 from dagster_project.parts import SCHEMA_PART, digest
-from dagster_project.settings import Settings
+from dagster_project.settings import JudgeSettings, Settings
 from dagster_project.status import mark_started, mark_written, remember_inputs, unchanged
 from dagster_project.tables import (
     content_version,
@@ -22,7 +24,7 @@ from dagster_project.tables import (
     table_path,
     write_table,
 )
-from dagster_project.warehouse.previews import markdown_preview
+from dagster_project.warehouse.previews import HEAD_ROWS, markdown_preview
 
 
 class BenchlakeSettings(dg.ConfigurableResource):
@@ -40,6 +42,7 @@ class BenchlakeSettings(dg.ConfigurableResource):
     judgments_dir: str = ""
     responses_dir: str = ""
     ray_address: str = ""
+    judge_prompts: str = ""
 
     @classmethod
     def from_settings(cls, s: Settings) -> "BenchlakeSettings":
@@ -55,6 +58,45 @@ class BenchlakeSettings(dg.ConfigurableResource):
     def read(self, name: str, columns: list[str] | None = None) -> pa.Table:
         """Raw table `name` with its path columns absolute (see `tables.read_table`)."""
         return read_table(self.table_path(name), Path(self.home), columns)
+
+
+class JudgeResource(dg.ConfigurableResource):
+    """`benchlake judge`'s settings (`settings.JudgeSettings`, JUDGE_*), as the UI shows them: each
+    field the text of its variable. The key is a `dg.EnvVar`: resolved from the environment when
+    a step needs it, shown in the UI by its name only, never stored with the run."""
+
+    base_url: str = ""
+    model: str = ""
+    api_key: str = ""
+    run_id: str = ""
+    reasoning: str = ""
+    temperature: str = ""
+    max_tokens: str = ""
+    seed: str = ""
+    concurrency: str = ""
+    rpm: str = ""
+    timeout_s: str = ""
+    budget_usd: str = ""
+    prices: str = ""
+
+    def settings(self) -> JudgeSettings:
+        return JudgeSettings.from_env({JudgeSettings.env_name(f.name): getattr(self, f.name)
+                                       for f in fields(JudgeSettings)})
+
+
+class JudgeConfig(dg.Config):
+    send: bool = Field(default=False, description=(
+        "Send the packets to JUDGE_BASE_URL (rvp_judge_job sets it). Off, the step only writes "
+        "the ledger again from the journals: materializing everything never calls a model."))
+
+
+def judge_resource() -> JudgeResource:
+    """The judge's settings as they are now (the environment, a `.env` but for the key)."""
+    s = JudgeSettings.from_env()
+    values = {f.name: str(getattr(s, f.name)) for f in fields(JudgeSettings)
+              if f.name != "api_key" and getattr(s, f.name) != f.default}
+    key = JudgeSettings.env_name("api_key")
+    return JudgeResource(**values, **({"api_key": dg.EnvVar(key)} if os.environ.get(key) else {}))
 
 
 def raw_key(name: str) -> dg.AssetKey:
@@ -108,6 +150,26 @@ def write_and_describe(
             "extra": {**extra, **dict.fromkeys(work or {}, 0)}})
     return _described(benchlake, name, table.num_rows, data_version, preview,
                       {**extra, **(work or {})})
+
+
+def describe_written(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings,
+                      name: str, rows: int, inputs: str, work: dict[str, int],
+                      **extra: object) -> dg.MaterializeResult:
+    """`write_and_describe` for a table written in row groups: the preview from its first."""
+    home = Path(benchlake.settings().home)
+    path = benchlake.table_path(name)
+    mark_written(home, name, context.run.run_id, rows)
+    head = next(pq.ParquetFile(path).iter_batches(batch_size=HEAD_ROWS), None)
+    preview = markdown_preview(pa.Table.from_batches([head]) if head is not None
+                               else pq.read_schema(path).empty_table(), total=rows)
+    version = content_version(home, name)
+    remember_inputs(home, name, inputs, [path], {
+        "rows": rows, "data_version": version, "preview": preview,
+        "extra": {**extra, **dict.fromkeys(work, 0)}})
+    return dg.MaterializeResult(
+        asset_key=raw_key(name), data_version=dg.DataVersion(version),
+        metadata={"dagster/row_count": rows, "path": dg.MetadataValue.path(str(path)),
+                  "preview": dg.MetadataValue.md(preview), **extra, **work})
 
 
 @functools.cache
@@ -210,4 +272,5 @@ def resources() -> dg.Definitions:
     # The environment is read here, once, when the code location loads; never in asset bodies.
     return dg.Definitions(resources={
         "benchlake": BenchlakeSettings.from_settings(Settings.from_env()),
+        "judge": judge_resource(),
     })

@@ -46,7 +46,7 @@ from dagster_project.rynn_vp.judgment_records import (
 from dagster_project.tables import connect_raw, raw_schema
 
 # Bump when a rule of judgment_records or a row changes: every part is checked again.
-CHECKS_VERSION = "2"
+CHECKS_VERSION = "3"
 GT_PREFIX = "gt_compilations/"
 BATCH_ROWS = 2_000
 READ_CHUNK = 2_000  # parts per query of read_parts (what one sorted result holds)
@@ -349,6 +349,8 @@ def judgment_row(rec: _Record, sha: str, ctx: EvalContext) -> dict[str, Any]:
         "candidate_scope": judge["candidate_scope"],
         "context_sharing": judge["context_sharing"],
         "has_explicit_plan": ctx.cases[o["case_id"]].has_explicit_plan,
+        "review_author": o.get("review", {}).get("author"),
+        "review_reason": o.get("review", {}).get("reason"),
     }
 
 

@@ -340,6 +340,8 @@ def judgment_reasons(obj: dict[str, Any], ctx: EvalContext,
                 why = f"it is evidence of {owner}" if owner else "no such evidence id"
                 reasons.append(f"evidence id {_q(eid)} does not belong to evaluation "
                                f"{evaluation_id} ({why})")
+    if "review" in obj and obj.get("attempt_kind") != "manager_review":
+        reasons.append("review given but attempt_kind is not manager_review")
     judge = obj.get("judge")
     modality = judge.get("input_modality") if isinstance(judge, dict) else None
     if cand is not None and modality in ("video", "images") and modality != cand.modality:

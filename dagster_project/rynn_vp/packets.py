@@ -2,9 +2,10 @@
 files it names. benchlake prepares these; the judging itself runs outside (an LLM judge in a
 harness), and its records come back through JUDGMENTS_DIR.
 
-Role prompts: when the Rynn-VP snapshot carries the Skill's frozen prompts
-(`skills/rynn-vp-eval/references/prompts/`), those files are used unchanged; otherwise the
-project's own versioned templates under `assets/prompts/<version>/`. The prompt text is never
+Role prompts: a folder named by JUDGE_PROMPTS (laid out as `assets/prompts/v1/`: `VERSION` and
+one `<role>.md` per role); else, when the Rynn-VP snapshot carries the Skill's frozen prompts
+(`skills/rynn-vp-eval/references/prompts/`), those files unchanged; otherwise the project's own
+versioned templates under `assets/prompts/<version>/`. The prompt text is never
 edited here: the task's values travel beside it as `variables`.
 """
 
@@ -26,7 +27,8 @@ import pyarrow.parquet as pq
 from dagster_project.dropfolder import file_sha256
 from dagster_project.parts import PartStore, digest
 from dagster_project.rynn_vp.evidence import EVIDENCE_POLICY_VERSION
-from dagster_project.settings import ASSETS_DIR
+from dagster_project.rynn_vp.snapshot import snapshot_root
+from dagster_project.settings import ASSETS_DIR, Settings
 from dagster_project.tables import (
     atomic_write_bytes,
     raw_schema,
@@ -49,7 +51,7 @@ class Prompts:
     texts: dict[str, str]  # role -> prompt text, unchanged
     files: dict[str, str]  # role -> the file it came from
     version: str
-    source: str  # "skill" or "project"
+    source: str  # "folder" (JUDGE_PROMPTS), "skill" or "project"
 
 
 def prompts_version(prompts: Prompts) -> str:
@@ -70,9 +72,9 @@ def _role_file(folder: Path, role: str) -> Path | None:
     return None
 
 
-def load_prompts(snapshot_root: Path | None) -> Prompts:
+def load_prompts(snapshot_root: Path | None, folder: Path | None = None) -> Prompts:
     skill = snapshot_root / SKILL_PROMPTS if snapshot_root else None
-    if skill is not None and skill.is_dir():
+    if folder is None and skill is not None and skill.is_dir():
         files = {role: _role_file(skill, role) for role in ROLES}
         found = {r: p for r, p in files.items() if p is not None}
         digest = hashlib.sha256()
@@ -81,10 +83,23 @@ def load_prompts(snapshot_root: Path | None) -> Prompts:
         return Prompts({r: p.read_text(encoding="utf-8") for r, p in found.items()},
                        {r: str(p) for r, p in found.items()},
                        f"rynn-vp-skill-{digest.hexdigest()[:12]}", "skill")
-    version = (PROJECT_PROMPTS / "VERSION").read_text(encoding="utf-8").strip()
-    files = {role: PROJECT_PROMPTS / f"{role}.md" for role in ROLES}
+    base = folder or PROJECT_PROMPTS
+    files = {role: base / f"{role}.md" for role in ROLES}
+    missing = [p.name for p in (base / "VERSION", *files.values()) if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"JUDGE_PROMPTS {base}: no {', '.join(missing)} there")
+    version = (base / "VERSION").read_text(encoding="utf-8").strip()
     return Prompts({r: p.read_text(encoding="utf-8") for r, p in files.items()},
-                   {r: str(p) for r, p in files.items()}, version, "project")
+                   {r: str(p) for r, p in files.items()}, version,
+                   "project" if folder is None else "folder")
+
+
+def prompts_for(settings: Settings) -> Prompts:
+    """The prompts in effect for a home: JUDGE_PROMPTS, else the Skill's when the acquired
+    snapshot has them, else the project's."""
+    home = settings.home
+    root = snapshot_root(home)[0] if table_path(home, "rvp_snapshot").exists() else None
+    return load_prompts(root, Path(settings.judge_prompts) if settings.judge_prompts else None)
 
 
 def _canonical(obj: Any) -> bytes:
@@ -204,14 +219,13 @@ def _as_stored(rows: list[dict[str, Any]], home: Path) -> list[dict[str, Any]]:
              for k, v in r.items()} for r in rows]
 
 
-def _units(home: Path, packets_dir: Path, snapshot_root: Path | None,
+def _units(home: Path, packets_dir: Path, prompts: Prompts,
            system: str | None = None, case_id: str | None = None) -> list[_Unit]:
     """Every packet unit (optionally of one system and/or case): the GT compilation packet of
     each case, then the five candidate roles of each evaluation, in the table's order."""
     from dagster_project.tables import connect_raw
 
     con = connect_raw(home, PACKET_INPUTS)
-    prompts = load_prompts(snapshot_root)
     prompt_key = digest(PACKET_FORMAT, prompts.version, prompts.source, prompts.texts,
                         {r: Path(f).name for r, f in prompts.files.items()},
                         stored_path(str(packets_dir), home))
@@ -322,14 +336,14 @@ def _units(home: Path, packets_dir: Path, snapshot_root: Path | None,
 
 
 def build_packets(
-    home: Path, packets_dir: Path, snapshot_root: Path | None,
+    home: Path, packets_dir: Path, prompts: Prompts,
     *, system: str | None = None, case_id: str | None = None,
 ) -> list[dict[str, Any]]:
     """Packets for every evaluation (optionally one system and/or case): the five candidate
     roles per evaluation under `<packets>/<system>/<case_id>/`, and the GT compilation packet per
     case under `<packets>/_gt/<case_id>/`. Returns one row per packet written (unchanged packet
     files are left as they are)."""
-    return [row for unit in _units(home, packets_dir, snapshot_root, system, case_id)
+    return [row for unit in _units(home, packets_dir, prompts, system, case_id)
             for row in unit.write()]
 
 
@@ -357,12 +371,12 @@ class PacketsResult:
     removed: list[str]
 
 
-def sync_packets(home: Path, packets_dir: Path, snapshot_root: Path | None,
+def sync_packets(home: Path, packets_dir: Path, prompts: Prompts,
                  store: PartStore) -> PacketsResult:
     """Every packet unit built once per key: a unit whose part is there and whose packet files
     all exist is not built again; one changed evaluation builds only its five packets."""
     keys, built, tables = [], [], []
-    for unit in _units(home, packets_dir, snapshot_root):
+    for unit in _units(home, packets_dir, prompts):
         key = store.key(unit.label, unit.inputs)
         keys.append(key)
         table = store.load(key) if store.has(key) else None

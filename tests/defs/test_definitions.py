@@ -27,7 +27,11 @@ EXPECTED_DEPS = {
     "raw_rvp_gt_fingerprints": {"raw_rvp_checksums", "raw_rvp_cases", "rvp_prompts"},
     "raw_rvp_judgments": {"raw_rvp_cases", "raw_rvp_intervals", "raw_rvp_candidates",
                           "raw_rvp_evidence_frames", "raw_rvp_storyboards",
-                          "raw_rvp_gt_fingerprints", "judgments_dir"},
+                          "raw_rvp_gt_fingerprints", "judgments_dir", "judge_judgments_dir"},
+    # the judge reads the packets and checks its records against what the ingest checks with
+    "raw_rvp_judge_calls": {"raw_rvp_judge_packets", "raw_rvp_cases", "raw_rvp_intervals",
+                            "raw_rvp_candidates", "raw_rvp_evidence_frames",
+                            "raw_rvp_storyboards", "raw_rvp_gt_fingerprints"},
     "raw_rvp_judge_packets": {"raw_rvp_cases", "raw_rvp_gt_fingerprints",
                               "raw_rvp_gt_compilations", "raw_rvp_evaluations",
                               "raw_rvp_evidence_frames", "raw_rvp_intervals",
@@ -81,7 +85,12 @@ def test_python_assets_snapshot():
     assert checks >= EXPECTED_CHECKS
     # no Dagster partitions: per-case and per-video work fans out inside the asset's step
     assert not [k for k in graph.get_all_asset_keys() if graph.get(k).partitions_def]
-    assert {s.name for s in defs.sensors} == {"rvp_judgments_sensor", "vv_responses_sensor"}
+    assert {s.name for s in defs.sensors} == {"rvp_judgments_sensor",
+                                              "rvp_judge_judgments_sensor", "vv_responses_sensor"}
+    # what `benchlake judge` launches: a job of the code location (the packets, then the judge)
+    judge_job = defs.resolve_job_def("rvp_judge_job")
+    assert {k.to_user_string() for k in judge_job.asset_layer.selected_asset_keys} == {
+        "raw_rvp_judge_packets", "raw_rvp_judge_calls", "raw_rvp_judge_rejects"}
     assert {s.name for s in defs.schedules} == {"rescoring_daily"}
 
 
@@ -89,8 +98,9 @@ def test_every_input_is_an_observed_source():
     _, graph, deps, groups = _graph()
     sources = {k.to_user_string() for k in graph.get_all_asset_keys()
                if graph.get(k).is_observable}
-    assert sources == {"rynn_vp_source", "candidates_dir", "judgments_dir", "rvp_prompts",
-                       "video_val_source", "responses_dir"}
+    assert sources == {"rynn_vp_source", "candidates_dir", "judgments_dir",
+                       "judge_judgments_dir", "rvp_prompts", "video_val_source",
+                       "responses_dir"}
     for name in sources:
         assert graph.get(dg.AssetKey(name)).description
         assert groups[name] in ("rynn_vp", "video_val")

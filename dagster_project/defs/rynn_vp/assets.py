@@ -1,5 +1,5 @@
 """Rynn-VP assets: snapshot → checksums → media → cases and intervals → candidates → evidence
-(per case) → GT fingerprints → judgment records → judge packets.
+(per case) → GT fingerprints → judgment records → judge packets → the judge.
 
 Each asset `raw_<table>` writes `tables/raw/<table>.parquet` (refusals under
 `tables/raw/rvp_rejects/<stage>.parquet`); the logic lives in `dagster_project/rynn_vp/`, the
@@ -13,12 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dagster as dg
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dagster_project.defs.resources import (
     BenchlakeSettings,
+    JudgeConfig,
+    JudgeResource,
     demo_generator,
+    describe_written,
     described_again,
     parts_result,
     raw_key,
@@ -64,6 +66,8 @@ from dagster_project.rynn_vp.ingest import (
     read_case,
     refused_cases,
 )
+from dagster_project.rynn_vp.judge import judge_step
+from dagster_project.rynn_vp.judge_client import ledger_tables
 from dagster_project.rynn_vp.judgment_parts import (
     CHECKS_VERSION,
     CONTEXT_INPUTS,
@@ -76,14 +80,14 @@ from dagster_project.rynn_vp.judgments import JUDGMENT_TABLES, write_tables
 from dagster_project.rynn_vp.packets import (
     PACKET_INPUTS,
     PACKETS_VERSION,
-    load_prompts,
     packet_store,
     packets_present,
+    prompts_for,
     prompts_version,
     sync_packets,
 )
 from dagster_project.rynn_vp.snapshot import SNAPSHOT_SCHEMA, acquire_snapshot, snapshot_root
-from dagster_project.status import mark_written, remember_inputs
+from dagster_project.status import mark_written
 from dagster_project.tables import (
     Reject,
     content_version,
@@ -93,7 +97,6 @@ from dagster_project.tables import (
     table_path,
     write_table,
 )
-from dagster_project.warehouse.previews import HEAD_ROWS, markdown_preview
 
 GROUP = "rynn_vp"
 
@@ -116,8 +119,9 @@ def _snapshot_inputs(benchlake: BenchlakeSettings, *more: object) -> str:
 
 
 # The observed sources (defs/rynn_vp/sources.py), by key.
-RYNN_VP_SOURCE, CANDIDATES_DIR, JUDGMENTS_DIR, RVP_PROMPTS = (
-    dg.AssetKey(n) for n in ("rynn_vp_source", "candidates_dir", "judgments_dir", "rvp_prompts"))
+RYNN_VP_SOURCE, CANDIDATES_DIR, JUDGMENTS_DIR, JUDGE_JUDGMENTS_DIR, RVP_PROMPTS = (
+    dg.AssetKey(n) for n in ("rynn_vp_source", "candidates_dir", "judgments_dir",
+                             "judge_judgments_dir", "rvp_prompts"))
 
 
 # --- ingestion ---------------------------------------------------------------------------------
@@ -342,8 +346,7 @@ def rvp_gt_fingerprints(context: dg.AssetExecutionContext, benchlake: BenchlakeS
     files and the prompt version in effect (the Skill's prompts if the snapshot has them, else
     the project's templates)."""
     started(context, benchlake)
-    home = benchlake.settings().home
-    prompts = load_prompts(snapshot_root(home)[0])
+    prompts = prompts_for(benchlake.settings())
     digests: dict[str, dict[str, str]] = {}
     for r in benchlake.read("rvp_checksums").to_pylist():
         if r["case_id"] is not None:
@@ -369,13 +372,15 @@ JUDGMENT_RECORD_TABLES = {"rvp_judgment_files": VERSIONS_SCHEMA, **JUDGMENT_TABL
 @dg.multi_asset(
     group_name=GROUP,
     specs=[dg.AssetSpec(raw_key(name), kinds={"parquet"},
-                        deps=[*(raw_key(t) for t in CONTEXT_INPUTS), JUDGMENTS_DIR],
+                        deps=[*(raw_key(t) for t in CONTEXT_INPUTS), JUDGMENTS_DIR,
+                              JUDGE_JUDGMENTS_DIR],
                         # what is replayed from the checked parts follows their version
                         code_version=None if name == "rvp_judgment_files" else CHECKS_VERSION)
            for name in JUDGMENT_RECORD_TABLES],
 )
 def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
-    """Reads every version of every file in JUDGMENTS_DIR once (`judgment_parts`: a version
+    """Reads every version of every file in JUDGMENTS_DIR (and in `$BENCHLAKE_HOME/judge/
+    judgments/`, where `benchlake judge` writes its records) once (`judgment_parts`: a version
     already read and checked in this context is replayed from its part): judgment records
     (validated; the final attempt per system/case/judge run chosen; the rest kept for audit),
     their hallucinations, recorded GT compilations (gt_compilations/), the stages each
@@ -384,19 +389,22 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     s = benchlake.settings()
     if s.uses_demo_judgments():
         demo_generator().ensure_judgments_demo(s)
-    root = s.open_drop_folder("JUDGMENTS_DIR")
-    versions = archive_versions(s.archive_dir / "judgments", root,
+    # JUDGMENTS_DIR, and the records `benchlake judge` writes (read the same way)
+    roots = [s.open_drop_folder("JUDGMENTS_DIR"), s.judge_judgments_dir]
+    versions = archive_versions(s.archive_dir / "judgments", roots,
                                 benchlake.table_path("rvp_judgment_files"), s.home, s.file_cache)
     # links leading out of the folder: refused, never read (`roots`)
-    escaped = [{"source_file": e.rel, "reason": e.reason} for e in escapes(root, "JUDGMENTS_DIR")]
-    inputs = step_inputs(CHECKS_VERSION, str(root), versions, escaped,
+    escaped = [{"source_file": e.rel, "reason": e.reason}
+               for root, setting in zip(roots, ("JUDGMENTS_DIR", "the judge's folder"),
+                                        strict=True) for e in escapes(root, setting)]
+    inputs = step_inputs(CHECKS_VERSION, [str(r) for r in roots], versions, escaped,
                          {t: content_version(s.home, t) for t in CONTEXT_INPUTS})
     if (done := described_again(context, benchlake, inputs, *JUDGMENT_RECORD_TABLES)):
         yield from done
         return
     started(context, benchlake)
     files = [SourceFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
-             for v in versions_of(versions, root)]
+             for v in versions_of(versions, roots)]
     ctx = eval_context(s.home)
     parts, written = sync_parts(judgment_store(s.cache_dir), files, ctx)
     context.log.info(f"{len(written)} file versions read and checked, "
@@ -407,34 +415,13 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     with tempfile.TemporaryDirectory(prefix="judgments-", dir=s.cache_dir) as work:
         result = write_tables(files, ctx, out, Path(work), parts, refused=escaped)
     # the versions last: the sensor's cursor reads them as ingested
-    # the versions last: the sensor's cursor reads them as ingested
     yield write_and_describe(context, benchlake, "rvp_judgment_files",
                              rows_to_table(versions, VERSIONS_SCHEMA), inputs=inputs)
     for name in JUDGMENT_TABLES:
         extra = {"duplicates_ignored": result.duplicates} if name == "rvp_judgments" else {}
         work = {"file_versions_checked": len(written)} if name == "rvp_judgments" else {}
-        yield _describe_written(context, benchlake, name, result.rows[name], inputs, work,
-                                **extra)
-
-
-def _describe_written(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings,
-                      name: str, rows: int, inputs: str, work: dict[str, int],
-                      **extra: object) -> dg.MaterializeResult:
-    """`write_and_describe` for a table written in row groups: the preview from its first."""
-    home = Path(benchlake.settings().home)
-    path = benchlake.table_path(name)
-    mark_written(home, name, context.run.run_id, rows)
-    head = next(pq.ParquetFile(path).iter_batches(batch_size=HEAD_ROWS), None)
-    preview = markdown_preview(pa.Table.from_batches([head]) if head is not None
-                               else pq.read_schema(path).empty_table(), total=rows)
-    version = content_version(home, name)
-    remember_inputs(home, name, inputs, [path], {
-        "rows": rows, "data_version": version, "preview": preview,
-        "extra": {**extra, **dict.fromkeys(work, 0)}})
-    return dg.MaterializeResult(
-        asset_key=raw_key(name), data_version=dg.DataVersion(version),
-        metadata={"dagster/row_count": rows, "path": dg.MetadataValue.path(str(path)),
-                  "preview": dg.MetadataValue.md(preview), **extra, **work})
+        yield describe_written(context, benchlake, name, result.rows[name], inputs, work,
+                               **extra)
 
 
 @dg.asset(key=raw_key("rvp_judge_packets"), group_name=GROUP, kinds={"parquet", "json"},
@@ -446,18 +433,42 @@ def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSet
     are made of (`packets.sync_packets`); nothing is read while the tables they are made of, the
     prompts and the packet files are as when they were written."""
     s = benchlake.settings()
-    root = snapshot_root(s.home)[0]
-    prompts = load_prompts(root)
+    prompts = prompts_for(s)
     inputs = step_inputs(PACKETS_VERSION, {t: content_version(s.home, t) for t in PACKET_INPUTS},
                          prompts_version(prompts), sorted(prompts.files.items()),
-                         str(s.packets_dir), str(root))
+                         str(s.packets_dir))
     if packets_present(s.home) and (
             done := described_again(context, benchlake, inputs, "rvp_judge_packets")):
         return done[0]
     started(context, benchlake)
-    result = sync_packets(s.home, s.packets_dir, root, packet_store(s.cache_dir))
+    result = sync_packets(s.home, s.packets_dir, prompts, packet_store(s.cache_dir))
     context.log.info(f"judge packets: {len(result.built)} units built, "
                      f"{len(result.removed)} removed")
     return write_and_describe(context, benchlake, "rvp_judge_packets", result.table,
                               inputs=inputs, work={"units_built": len(result.built)},
                               packets_dir=str(s.packets_dir))
+
+
+JUDGE_TABLES = ("rvp_judge_calls", "rvp_judge_rejects")  # the ledger, the rejected answers
+
+
+@dg.multi_asset(group_name=GROUP, specs=[dg.AssetSpec(
+    raw_key(name), kinds={"parquet"},
+    deps=[raw_key("rvp_judge_packets"), *(raw_key(t) for t in CONTEXT_INPUTS)])
+    for name in JUDGE_TABLES])
+def rvp_judge(context: dg.AssetExecutionContext, config: JudgeConfig,
+              benchlake: BenchlakeSettings, judge: JudgeResource):
+    """With `send` (rvp_judge_job): the packets judged through JUDGE_BASE_URL (`rynn_vp/
+    judge.py`). Always: the ledger and rejects from the journals (read when they changed)."""
+    s = benchlake.settings()
+    calls = s.judge_dir / "calls"
+    inputs = None if config.send else step_inputs(stat_listing(calls))
+    if inputs and (again := described_again(context, benchlake, inputs, *JUDGE_TABLES)):
+        yield from again
+        return
+    started(context, benchlake)
+    done = (judge_step(s.home, s.judge_dir, judge.settings(), context.run.run_id, context.log)
+            if config.send else {})
+    for name, table in zip(JUDGE_TABLES, ledger_tables(calls), strict=True):
+        yield write_and_describe(context, benchlake, name, table, inputs=inputs,
+                                 **(done if name == "rvp_judge_calls" else {}))

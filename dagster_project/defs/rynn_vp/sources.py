@@ -10,9 +10,7 @@ import dagster as dg
 from dagster_project.defs.resources import BenchlakeSettings, demo_generator
 from dagster_project.dropfolder import drop_folder_listing, listing_version, stat_listing
 from dagster_project.hub import parse_hub_uri
-from dagster_project.rynn_vp.packets import load_prompts, prompts_version
-from dagster_project.rynn_vp.snapshot import snapshot_root
-from dagster_project.tables import table_path
+from dagster_project.rynn_vp.packets import prompts_for, prompts_version
 
 GROUP = "rynn_vp"
 
@@ -58,12 +56,22 @@ def judgments_dir(benchlake: BenchlakeSettings) -> dg.ObserveResult:
 
 
 @dg.observable_source_asset(group_name=GROUP, description=(
-    "The judge role prompts in effect: the Skill's frozen prompts when the snapshot carries "
-    "them, else the project's templates (assets/prompts/); observed by version and text. The GT "
-    "cache keys and the judge packets are made from them."))
+    "$BENCHLAKE_HOME/judge/judgments/: the judgment records and GT compilations `benchlake "
+    "judge` writes, read by the judgments ingest beside JUDGMENTS_DIR; observed by the content "
+    "hash of each file (the same listing `rvp_judge_judgments_sensor` keeps)."))
+def judge_judgments_dir(benchlake: BenchlakeSettings) -> dg.ObserveResult:
+    s = benchlake.settings()
+    listing = drop_folder_listing(s.judge_judgments_dir, s.file_cache)
+    return dg.ObserveResult(data_version=dg.DataVersion(listing_version(listing)),
+                            metadata={"folder": str(s.judge_judgments_dir),
+                                      "files": len(listing)})
+
+
+@dg.observable_source_asset(group_name=GROUP, description=(
+    "The judge role prompts in effect: the folder JUDGE_PROMPTS names, else the Skill's frozen "
+    "prompts when the snapshot carries them, else the project's templates (assets/prompts/); "
+    "observed by version and text. The GT cache keys and the judge packets are made from them."))
 def rvp_prompts(benchlake: BenchlakeSettings) -> dg.ObserveResult:
-    home = benchlake.settings().home
-    root = (snapshot_root(home)[0] if table_path(home, "rvp_snapshot").exists() else None)
-    prompts = load_prompts(root)
+    prompts = prompts_for(benchlake.settings())
     return dg.ObserveResult(data_version=dg.DataVersion(prompts_version(prompts)),
                             metadata={"version": prompts.version, "source": prompts.source})

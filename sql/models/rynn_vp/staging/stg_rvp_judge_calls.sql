@@ -1,0 +1,2 @@
+-- Staging: the rvp_judge_calls table as written by its asset.
+SELECT * FROM {{ source('rynn_vp_raw', 'rvp_judge_calls') }}
