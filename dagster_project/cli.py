@@ -8,7 +8,6 @@ import functools
 import json
 import math
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -205,45 +204,12 @@ def query(settings: Settings, sql: str) -> tuple[list[str], list[tuple]]:
         raise CliError(str(exc).strip().splitlines()[0]) from None
     columns = [d[0] for d in cur.description] if cur.description else []
     rows = cur.fetchall()
+    from dagster_project.status import incomplete_tables
+
     for table, detail in incomplete_tables(con, sql).items():
         err.print(f"benchlake: warning: {table} is incomplete: {detail}; see benchlake_status",
                   markup=False, soft_wrap=True)
     return columns, rows
-
-
-_TABLE_IN_VIEW = re.compile(r"/tables/raw/(\w+)[/.]")
-
-
-def incomplete_tables(con: Any, sql: str) -> dict[str, str]:
-    """{table: what is wrong} for the tables `sql` reads (through any views) whose last started
-    run did not finish writing them (`benchlake_status`)."""
-    try:
-        status = dict(con.execute("SELECT table_name, last_started_run_id FROM benchlake_status "
-                                  "WHERE status <> 'complete'").fetchall())
-    except Exception:  # noqa: BLE001 - no markers yet: nothing to warn about
-        return {}
-    if not status:
-        return {}
-    from dagster_project.warehouse.catalog import raw_tables_read
-
-    views = dict(con.execute("SELECT view_name, sql FROM duckdb_views() "
-                             "WHERE NOT internal").fetchall())
-    built = raw_tables_read()  # what a model built as a table read when it was built
-    seen, todo, tables = set(), [sql], set()
-    while todo:  # the views the text names, their views, ... and the tables under them
-        text = todo.pop()
-        tables |= set(_TABLE_IN_VIEW.findall(text))
-        for name in set(re.findall(r"\w+", text)) - seen:
-            if name in views:
-                seen.add(name)
-                todo.append(views[name])
-            elif name in built:
-                seen.add(name)
-                tables |= built[name]
-    # the catalog itself: a dbt build that did not finish may have replaced some views only
-    return {table: (f"run {run} started writing it and did not finish (failed, killed or still "
-                    "running): the data served is from an earlier run, if any")
-            for table, run in status.items() if table in tables or table == "catalog"}
 
 
 class Format(StrEnum):

@@ -21,8 +21,10 @@ tables must stay byte-identical across runs.
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from dagster_project.filecache import Identity
 from dagster_project.tables import atomic_write_bytes
@@ -96,3 +98,38 @@ def unchanged(home: Path, table: str, inputs: str) -> dict[str, object] | None:
         if identity is None or file_identity(home / path) != identity:
             return None
     return state.get("description")
+
+
+_TABLE_IN_VIEW = re.compile(r"/tables/raw/(\w+)[/.]")
+
+
+def incomplete_tables(con: Any, sql: str) -> dict[str, str]:
+    """{table: what is wrong} for the tables `sql` reads (through any views) whose last started
+    run did not finish writing them (`benchlake_status`)."""
+    try:
+        status = dict(con.execute("SELECT table_name, last_started_run_id FROM benchlake_status "
+                                  "WHERE status <> 'complete'").fetchall())
+    except Exception:  # noqa: BLE001 - no markers yet: nothing to warn about
+        return {}
+    if not status:
+        return {}
+    from dagster_project.warehouse.catalog import raw_tables_read
+
+    views = dict(con.execute("SELECT view_name, sql FROM duckdb_views() "
+                             "WHERE NOT internal").fetchall())
+    built = raw_tables_read()  # what a model built as a table read when it was built
+    seen, todo, tables = set(), [sql], set()
+    while todo:  # the views the text names, their views, ... and the tables under them
+        text = todo.pop()
+        tables |= set(_TABLE_IN_VIEW.findall(text))
+        for name in set(re.findall(r"\w+", text)) - seen:
+            if name in views:
+                seen.add(name)
+                todo.append(views[name])
+            elif name in built:
+                seen.add(name)
+                tables |= built[name]
+    # the catalog itself: a dbt build that did not finish may have replaced some views only
+    return {table: (f"run {run} started writing it and did not finish (failed, killed or still "
+                    "running): the data served is from an earlier run, if any")
+            for table, run in status.items() if table in tables or table == "catalog"}

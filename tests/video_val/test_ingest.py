@@ -116,13 +116,14 @@ def test_patch_size_16_is_selectable(demo_warehouse, tmp_path):
     settings = settings_for(home)
     import dagster as dg
 
-    from dagster_project.defs.resources import BenchlakeSettings, raw_key
+    from dagster_project.defs.resources import BenchlakeSettings, judge_resource, raw_key
     from dagster_project.runner import definitions
 
     defs = definitions()
     result = dg.materialize(
         [*defs.assets], selection=dg.AssetSelection.assets(raw_key("vv_frame_plan")),
-        resources={"benchlake": BenchlakeSettings.from_settings(settings)},
+        resources={"benchlake": BenchlakeSettings.from_settings(settings),
+                   "judge": judge_resource()},
         run_config={"ops": {"raw_vv_frame_plan": {"config": {"patch_size": 16}}}})
     assert result.success
     rows = pq.read_table(table_path(settings.home, "vv_frame_plan")).to_pylist()

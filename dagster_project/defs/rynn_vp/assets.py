@@ -1,5 +1,5 @@
 """Rynn-VP assets: snapshot → checksums → media → cases and intervals → candidates → evidence
-(per case) → GT fingerprints → judgment records → judge packets → the judge.
+(per case) → GT fingerprints → judgment records → judge packets → judge.
 
 Each asset `raw_<table>` writes `tables/raw/<table>.parquet` (refusals under
 `tables/raw/rvp_rejects/<stage>.parquet`); the logic lives in `dagster_project/rynn_vp/`, the
@@ -449,7 +449,7 @@ def rvp_judge_packets(context: dg.AssetExecutionContext, benchlake: BenchlakeSet
                               packets_dir=str(s.packets_dir))
 
 
-JUDGE_TABLES = ("rvp_judge_calls", "rvp_judge_rejects")  # the ledger, the rejected answers
+JUDGE_TABLES = ("rvp_judge_calls", "rvp_judge_rejects")  # the ledger, rejected answers
 
 
 @dg.multi_asset(group_name=GROUP, specs=[dg.AssetSpec(
@@ -459,7 +459,7 @@ JUDGE_TABLES = ("rvp_judge_calls", "rvp_judge_rejects")  # the ledger, the rejec
 def rvp_judge(context: dg.AssetExecutionContext, config: JudgeConfig,
               benchlake: BenchlakeSettings, judge: JudgeResource):
     """With `send` (rvp_judge_job): the packets judged through JUDGE_BASE_URL (`rynn_vp/
-    judge.py`). Always: the ledger and rejects from the journals (read when they changed)."""
+    judge.py`). Always: the ledger and rejects from the journals, when they changed."""
     s = benchlake.settings()
     calls = s.judge_dir / "calls"
     inputs = None if config.send else step_inputs(stat_listing(calls))
