@@ -26,17 +26,21 @@ DELETE FROM {{ this }} WHERE {{ part }} NOT IN (SELECT part FROM {{ vv_question_
 {#- `column IN (<the parts this table does not hold yet>)` on an incremental build, else TRUE. -#}
 {% macro vv_new_parts(column='part') -%}
 {%- if is_incremental() and execute -%}
-  {%- set found = run_query("SELECT part FROM " ~ vv_question_parts() ~ " EXCEPT SELECT part FROM "
-                            ~ this ~ " ORDER BY part") -%}
-  {%- set parts = found.columns[0].values() -%}
+{{ vv_parts_in(column, "SELECT part FROM " ~ vv_question_parts() ~ " EXCEPT SELECT part FROM "
+                       ~ this ~ " ORDER BY part") }}
+{%- else -%}
+TRUE
+{%- endif -%}
+{%- endmacro %}
+
+{#- `column IN (<the parts the query returns>)`, FALSE when it returns none. -#}
+{% macro vv_parts_in(column, query) -%}
+  {%- set parts = run_query(query).columns[0].values() -%}
   {%- if parts -%}
 {{ column }} IN ({% for p in parts %}'{{ p | replace("'", "''") }}'{{ ', ' if not loop.last }}{% endfor %})
   {%- else -%}
 FALSE
   {%- endif -%}
-{%- else -%}
-TRUE
-{%- endif -%}
 {%- endmacro %}
 
 {#- int_vv_pair_comparisons' pre_hook: delete every pair no longer wanted on the current parts of
@@ -81,14 +85,8 @@ DELETE FROM {{ this }} WHERE run_id IN {{ vv_changed_runs() }}
 {#- `column IN (<the parts of the changed runs>)` on an incremental build, else TRUE. -#}
 {% macro vv_changed_run_parts(column='part') -%}
 {%- if is_incremental() and execute -%}
-  {%- set found = run_query("SELECT DISTINCT part FROM " ~ ref('stg_vv_question_scores')
-                            ~ " WHERE run_id IN " ~ vv_changed_runs() ~ " ORDER BY part") -%}
-  {%- set parts = found.columns[0].values() -%}
-  {%- if parts -%}
-{{ column }} IN ({% for p in parts %}'{{ p | replace("'", "''") }}'{{ ', ' if not loop.last }}{% endfor %})
-  {%- else -%}
-FALSE
-  {%- endif -%}
+{{ vv_parts_in(column, "SELECT DISTINCT part FROM " ~ ref('stg_vv_question_scores')
+                       ~ " WHERE run_id IN " ~ vv_changed_runs() ~ " ORDER BY part") }}
 {%- else -%}
 TRUE
 {%- endif -%}
