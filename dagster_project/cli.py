@@ -505,6 +505,10 @@ def ui(port: Annotated[int, typer.Option("--port", min=1, max=65535,
 
 
 def main() -> None:
+    """The `benchlake` command: the CLI with the process's collector tuned (`interpreter`)."""
+    from dagster_project.interpreter import tune_gc
+
+    tune_gc()
     app()
 
 

@@ -42,7 +42,10 @@ def die_with(parent: int) -> None:
 
 
 def _initialize(parent: int, initializer: Callable[..., Any] | None, initargs: tuple) -> None:
+    from dagster_project.interpreter import tune_gc
+
     die_with(parent)
+    tune_gc()  # a worker parses and scores millions of records
     if initializer is not None:
         initializer(*initargs)
 
