@@ -546,7 +546,8 @@ def bench_rynn_vp(args: argparse.Namespace, work: Path, table: Table) -> None:
     print(profile(first, home, started), flush=True)
     before, started = _stamps(home), time.time()
     run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
-    redone = sum(_stamps(home).get(p) != t for p, t in before.items())
+    now = _stamps(home)
+    redone = sum(now.get(p) != t for p, t in before.items())
     table.add("Rynn-VP again, nothing changed", run, ref.wall,
               notes=f"{redone} evidence images rewritten")
     print(profile(run, home, started), flush=True)
