@@ -37,6 +37,15 @@ class EventLogStorage(SqliteEventLogStorage):
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
         super().__init__(base_dir, inst_data)
         self._engines: OrderedDict[tuple[str, int], Any] = OrderedDict()
+        self._checks_table = False
+
+    @property
+    def supports_asset_checks(self) -> bool:
+        # Dagster asks for every check event, each time with a new engine and connection: once
+        # the table exists it stays (a wipe creates it again)
+        if not self._checks_table:
+            self._checks_table = super().supports_asset_checks
+        return self._checks_table
 
     def _engine(self, shard: str) -> Any:
         key = (shard, os.getpid())  # a forked child opens its own
