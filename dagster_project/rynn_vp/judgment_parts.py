@@ -20,6 +20,7 @@ again, so deleting them costs exactly that.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from dagster_project.parts import PartStore, digest
+from dagster_project.parts import PartStore, digest, fan_out
 from dagster_project.rynn_vp.ingest import refused_cases
 from dagster_project.rynn_vp.judgment_records import (
     METRIC_COLUMNS,
@@ -49,6 +50,10 @@ from dagster_project.tables import connect_raw, raw_schema
 CHECKS_VERSION = "3"
 GT_PREFIX = "gt_compilations/"
 BATCH_ROWS = 2_000
+# Checking is CPU work: new file versions are checked by `WORKERS` processes when each gets at
+# least this many bytes of them (starting them costs about what checking a few MB does).
+PARALLEL_BYTES = 2 * 2**20
+WORKERS = 2
 READ_CHUNK = 2_000  # parts per query of read_parts (what one sorted result holds)
 
 STAGES = ("gt_compilation", "observer", "vr_vq_judge", "hallucination_auditor", "pi_judge",
@@ -266,12 +271,26 @@ def sync_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext
     for ev, ids in ctx.evidence_ids.items():
         for eid in ids:
             owner[eid] = ev
-    written = []
-    for sf, key in keys.items():
-        if not store.has(key):
-            write_part(sf, ctx, owner.get, store, key)
-            written.append(key)
-    return {sf: store.path(key) for sf, key in keys.items()}, written
+    todo = [(sf, key) for sf, key in keys.items() if not store.has(key)]
+    # the file versions over `workers` processes, as even in bytes as whole files allow
+    workers = min(WORKERS, os.cpu_count() or 1, len(todo))
+    bins: list[list] = [[] for _ in range(workers)]
+    sizes = [0] * workers
+    for sf, key in sorted(todo, key=lambda t: -t[0].path.stat().st_size):
+        i = sizes.index(min(sizes))
+        bins[i].append((sf, key))
+        sizes[i] += sf.path.stat().st_size
+    if workers > 1 and min(sizes) >= PARALLEL_BYTES:  # else a process would wait for the rest
+        for _ in fan_out(_write_parts, [(ctx, owner, store, b) for b in bins], workers):
+            pass
+    else:
+        _write_parts((ctx, owner, store, todo))
+    return {sf: store.path(key) for sf, key in keys.items()}, [key for _, key in todo]
+
+
+def _write_parts(job: tuple[EvalContext, dict[str, str], PartStore, list]) -> int:
+    ctx, owner, store, todo = job
+    return sum(write_part(sf, ctx, owner.get, store, key) for sf, key in todo)
 
 
 # The raw tables a judgment is checked against (their assets are the judgments' dependencies).

@@ -33,8 +33,9 @@ import gc
 import sys
 import tempfile
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dagster_project.rynn_vp import judgment_replay
 from dagster_project.rynn_vp.judgment_parts import (
     BATCH_ROWS,
     GT_COMPILATIONS_SCHEMA,
@@ -121,6 +123,7 @@ class _Spill:
 
     def __init__(self, path: Path, schema: pa.Schema) -> None:
         self.path, self.schema, self.rows, self.count = path, schema, [], 0
+        self.tail: Path | None = None  # a second file of rows (`_Ingest.finish`)
         self.writer = pq.ParquetWriter(path, schema, compression="zstd", compression_level=1)
 
     def add(self, row: dict[str, Any]) -> None:
@@ -183,6 +186,27 @@ class _Ingest:
         self.gts: dict[bytes, int] = {}
         self.groups: dict[tuple[str, str, str], _Group] = {}
         self.current: dict[str, set[str]] = defaultdict(set)  # case -> runs of current GTs
+        # ... and where each came from, so that `judgment_replay` can roll it back to a file:
+        self.starts: dict[int, int] = {}  # file index -> `seq` before its first record
+        self.log: list[tuple] = []  # accepted judgments: (seq, group, rank, lists_gt)
+        self.current_log: list[tuple[int, str, str]] = []  # (seq, case, run) of current GTs
+        self.dup_seqs: list[int] = []
+
+    def accept(self, seq: int, group: tuple[str, str, str], rank: tuple[bool, int],
+               lists_gt: bool) -> None:
+        """An accepted judgment into the state of its group."""
+        self.log.append((seq, group, rank, lists_gt))
+        g = self.groups.get(group)
+        if g is None:
+            self.groups[group] = _Group(rank, seq, lists_gt)
+        else:
+            if rank > g.best:  # among equals the first stays (as `max` would keep it)
+                g.best, g.best_seq = rank, seq
+            g.lists_gt_stage |= lists_gt
+
+    def current_gt(self, seq: int, case: str, run: str) -> None:
+        self.current_log.append((seq, case, run))
+        self.current[case].add(run)
 
     def where_text(self, where: int) -> str:
         sf = self.files[where >> _LINE_BITS]
@@ -211,9 +235,10 @@ class _Ingest:
         accepted = np.zeros(n, bool)
         seqs = np.zeros(n, np.int64)
         for i in range(n):
+            sf = files[cols["idx"][i]]
+            self.starts.setdefault(self.index[sf], self.seq)
             self.seq += 1
             seqs[i] = self.seq
-            sf = files[cols["idx"][i]]
             line = cols["line"][i]
             if cols["problem"][i] is not None:
                 self.add("rvp_judgment_rejects", _reject(sf, line, cols["problem"][i],
@@ -242,7 +267,7 @@ class _Ingest:
                     continue
                 self.gts[ident] = where
                 if gt_keys["is_current"][i]:
-                    self.current[gt_keys["case_id"][i]].add(gt_keys["judge_run_id"][i])
+                    self.current_gt(self.seq, gt_keys["case_id"][i], gt_keys["judge_run_id"][i])
                 accepted[i] = True
                 continue
             same_as = cols["same_as"][i] and bytes.fromhex(cols["same_as"][i])
@@ -263,13 +288,7 @@ class _Ingest:
             group = tuple(sys.intern(keys[k][i]) for k in ("system", "case_id", "judge_run_id"))
             # A manager review overrides any retry; among equals the latest attempt wins.
             rank = (keys["attempt_kind"][i] == "manager_review", keys["attempt"][i])
-            g = self.groups.get(group)
-            if g is None:
-                self.groups[group] = _Group(rank, self.seq, cols["lists_gt"][i])
-            else:
-                if rank > g.best:  # among equals the first stays (as `max` would keep it)
-                    g.best, g.best_seq = rank, self.seq
-                g.lists_gt_stage |= cols["lists_gt"][i]
+            self.accept(self.seq, group, rank, cols["lists_gt"][i])
         if not accepted.any():
             return
         mask, seq = pa.array(accepted), pa.array(seqs)
@@ -295,24 +314,36 @@ class _Ingest:
     def duplicate(self, batch: pa.RecordBatch, i: int, sf: SourceFile, first: int,
                   how: str) -> None:
         self.duplicates += 1
+        self.dup_seqs.append(self.seq)
         self.reject(batch, i, sf, [f"duplicate of {self.where_text(first)} ({how}): ignored"])
 
     # --- rows ------------------------------------------------------------------------------
 
-    def finish(self, out: Mapping[str, Path], work: Path) -> Written:
-        """The rows known only once every record is read, then every table sorted into `out`."""
+    def finish(self, out: Mapping[str, Path], work: Path,
+               save: Callable[[_Ingest], None] | None = None) -> Written:
+        """The rows known only once every record is read, then every table sorted into `out`
+        (`save`: given the state after the last record, the spills closed)."""
+        for spill in self.spills.values():
+            spill.close()
+        if save is not None:
+            save(self)
         self.seq = _AFTER_ALL
+        # the gt_compilation stage rows: a spill of their own, after the replay's
+        tail = _Spill(work / "rvp_stages.tail.spill.parquet", _spill_schema("rvp_stages"))
+        self.spills["rvp_stages"].tail = tail.path
         for group, g in self.groups.items():
             if not g.lists_gt_stage:
-                self.add("rvp_stages", gt_stage_row(group, self.current.get(group[1], set())))
+                tail.add({**gt_stage_row(group, self.current.get(group[1], set())),
+                          "_seq": self.seq, "_k": 0})
+        tail.close()
+        self.spills["rvp_stages"].count += tail.count
         finals = pa.table({"seq": sorted(g.best_seq for g in self.groups.values())},
                           schema=pa.schema([("seq", pa.int64())]))
         self.groups.clear()
         self.seen.clear()
         self.judgments.clear()
         self.gts.clear()
-        for spill in self.spills.values():
-            spill.close()
+        self.log.clear()
         _release_freed_memory()  # the index's pages, before DuckDB takes its own
         rows = {}
         for name, schema in JUDGMENT_TABLES.items():
@@ -344,18 +375,19 @@ def _write_sorted(con: duckdb.DuckDBPyConnection, spill: _Spill, path: Path,
         return 0
     columns = ", ".join("s._seq IN (SELECT seq FROM finals) AS is_final" if n == "is_final"
                         else f's."{n}"' for n in schema.names)
-    spilled = "read_parquet(?, file_row_number = true) AS s"
+    spilled = "read_parquet(?, filename = true, file_row_number = true) AS s"
+    files = [str(p) for p in (spill.path, spill.tail) if p is not None]
     # a table keeps the order it is filled in: row `rowid` of `positions` is the rowid-th
-    con.execute(f"CREATE OR REPLACE TEMP TABLE positions AS SELECT s.file_row_number AS r "
-                f"FROM {spilled} ORDER BY {order_by}", [str(spill.path)])
-    meta = pq.ParquetFile(spill.path).metadata
-    row_bytes = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    con.execute(f"CREATE OR REPLACE TEMP TABLE positions AS SELECT s.filename AS f, "
+                f"s.file_row_number AS r FROM {spilled} ORDER BY {order_by}", [files])
+    metas = [pq.ParquetFile(p).metadata for p in files]
+    row_bytes = sum(m.row_group(i).total_byte_size for m in metas for i in range(m.num_row_groups))
     row_bytes = max(1, row_bytes // spill.count)
     step = max(1, SLICE_BYTES // (row_bytes * BATCH_ROWS)) * BATCH_ROWS
-    readers = (con.sql(f"SELECT {columns} FROM {spilled} JOIN (SELECT rowid AS pos, r FROM "
-                       "positions WHERE rowid >= ? AND rowid < ?) AS p ON s.file_row_number = p.r "
-                       "ORDER BY p.pos",
-                       params=[str(spill.path), lo, lo + step]).to_arrow_reader(BATCH_ROWS)
+    readers = (con.sql(f"SELECT {columns} FROM {spilled} JOIN (SELECT rowid AS pos, f, r FROM "
+                       "positions WHERE rowid >= ? AND rowid < ?) AS p ON s.filename = p.f AND "
+                       "s.file_row_number = p.r ORDER BY p.pos",
+                       params=[files, lo, lo + step]).to_arrow_reader(BATCH_ROWS)
                for lo in range(0, spill.count, step))
     pending: list[pa.RecordBatch] = []
     held = 0
@@ -397,21 +429,29 @@ def gt_stage_row(group: tuple[str, str, str], current_runs: set[str]) -> dict[st
 
 def write_tables(files: Sequence[SourceFile], ctx: EvalContext, out: Mapping[str, Path],
                  work: Path, parts: Mapping[SourceFile, Path] | None = None,
-                 refused: Sequence[dict[str, Any]] = ()) -> Written:
+                 refused: Sequence[dict[str, Any]] = (),
+                 checkpoint: Path | None = None) -> Written:
     """Every record of `files` (in the given order; earlier wins) into rows or reject rows,
     written to the tables `out` (name -> path, every name of `JUDGMENT_TABLES`), streamed (see
     the module notes); `work`: an empty folder for the spilled rows. `parts`: the part of
     every file version (`judgment_parts.sync_parts`, checked against this same context); without
     them, each file is read and checked into a part in `work` first. `refused`: reject rows
-    found before reading (links that lead out of the folder), written first."""
+    found before reading (links that lead out of the folder), written first. `checkpoint`: a
+    folder for the replay's state (`judgment_replay`): the files the last run replayed in the
+    same order (and parts) are not replayed again, only those from the first that differs."""
     if parts is None:
         parts, _ = sync_parts(judgment_store(work), files, ctx)
     state = _Ingest(files, work)
-    for row in refused:
-        state.problem(row)
-    for batch, batch_files in read_parts([(sf, parts[sf]) for sf in files]):
+    names = [parts[sf].name for sf in files]
+    start = judgment_replay.restore(checkpoint, state, names, refused) if checkpoint else 0
+    if not start:
+        for row in refused:
+            state.problem(row)
+    for batch, batch_files in read_parts([(sf, parts[sf]) for sf in files[start:]]):
         state.take(batch, batch_files)
-    return state.finish(out, work)
+    save = None if checkpoint is None else partial(judgment_replay.save, checkpoint, names,
+                                                   refused)
+    return state.finish(out, work, save)
 
 
 def ingest(files: Sequence[SourceFile], ctx: EvalContext,

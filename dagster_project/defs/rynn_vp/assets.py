@@ -411,9 +411,9 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
                      f"{len(files) - len(written)} replayed from their parts")
     out = {name: benchlake.table_path(name) for name in JUDGMENT_TABLES}
     s.cache_dir.mkdir(parents=True, exist_ok=True)
-    # the rows are spilled and sorted on disk (`judgments.write_tables`), beside the parts
     with tempfile.TemporaryDirectory(prefix="judgments-", dir=s.cache_dir) as work:
-        result = write_tables(files, ctx, out, Path(work), parts, refused=escaped)
+        result = write_tables(files, ctx, out, Path(work), parts, escaped,
+                              s.cache_dir / "judgment_replay")  # kept for the next run
     # the versions last: the sensor's cursor reads them as ingested
     yield write_and_describe(context, benchlake, "rvp_judgment_files",
                              rows_to_table(versions, VERSIONS_SCHEMA), inputs=inputs)

@@ -1,0 +1,102 @@
+"""The replay of the judgment parts, kept from one run to the next: one more file costs that file.
+
+`judgments.write_tables` replays the parts in file order; earlier wins, so what the records of
+the first k files decide does not depend on the files after them. After a replay its state is
+saved here (`save`): the digests and identities seen, with where each was first seen, the
+accepted judgments and current GT compilations in the order they came, the `seq` each file
+started at, and the spilled rows (linked, not copied). The next run (`restore`) takes the files
+the two orders share from the start (the same parts: same file version, context and checks),
+rolls the state back to the first file that differs (every entry made later is dropped, the
+groups are rebuilt from the accepted judgments before it, the spilled rows filtered on `seq`),
+and replays only the rest: a file added at the end costs itself, a file inserted earlier the
+files from there on, a changed first file everything (the full replay). The result is the same
+rows in the same order as a full replay, so the same bytes (tests/rynn_vp/test_judgment_replay).
+
+Deleting the folder costs one full replay. No Dagster import.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dagster_project.parts import digest
+
+# Bump when the replay's decisions or its state change: the next run replays everything.
+REPLAY_VERSION = "1"
+STATE = "state.pickle"
+_LINE_BITS = 32  # as `judgments._LINE_BITS`: a place is (file index << 32) | line
+
+
+def _spill_name(name: str) -> str:
+    return f"{name}.spill.parquet"
+
+
+def save(folder: Path, names: Sequence[str], refused: Sequence[dict[str, Any]],
+         state: Any) -> None:
+    """Keep the state of a finished replay of the parts `names` (in order) and its closed
+    spills in `folder` (replaced atomically)."""
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name, spill in state.spills.items():
+        try:
+            os.link(spill.path, tmp / _spill_name(name))
+        except OSError:  # another file system
+            shutil.copyfile(spill.path, tmp / _spill_name(name))
+    bounds = [state.seq] * (len(names) + 1)  # `seq` before file i (after the last: the end)
+    for i in range(len(names) - 1, -1, -1):
+        bounds[i] = state.starts.get(i, bounds[i + 1])
+    saved = {"version": REPLAY_VERSION, "names": list(names), "refused": digest(list(refused)),
+             "bounds": bounds, "seen": state.seen, "judgments": state.judgments,
+             "gts": state.gts, "log": state.log, "current_log": state.current_log,
+             "dup_seqs": state.dup_seqs}
+    with open(tmp / STATE, "wb") as fh:
+        pickle.dump(saved, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+
+
+def restore(folder: Path, state: Any, names: Sequence[str],
+            refused: Sequence[dict[str, Any]]) -> int:
+    """Roll the saved state of `folder` into the fresh `state` of a replay of the parts `names`:
+    the number of files it covers (their records need no replay), 0 if none."""
+    try:
+        with open(folder / STATE, "rb") as fh:
+            saved = pickle.load(fh)
+    except (OSError, pickle.UnpicklingError, EOFError):
+        return 0
+    if saved.get("version") != REPLAY_VERSION or saved["refused"] != digest(list(refused)):
+        return 0
+    old, k = saved["names"], 0
+    while k < min(len(old), len(names)) and old[k] == names[k]:
+        k += 1
+    if k == 0:
+        return 0
+    bound, where = saved["bounds"][k], k << _LINE_BITS
+    state.seen = {key: w for key, w in saved["seen"].items() if w < where}
+    state.judgments = {key: v for key, v in saved["judgments"].items() if v[0] < where}
+    state.gts = {key: w for key, w in saved["gts"].items() if w < where}
+    state.starts = {i: s for i, s in enumerate(saved["bounds"][:k])}
+    state.dup_seqs = [s for s in saved["dup_seqs"] if s <= bound]
+    state.duplicates = len(state.dup_seqs)
+    for entry in saved["log"]:
+        if entry[0] <= bound:
+            state.accept(*entry)
+    for seq, case, run in saved["current_log"]:
+        if seq <= bound:
+            state.current_gt(seq, case, run)
+    state.seq = bound
+    for name, spill in state.spills.items():
+        for batch in pq.ParquetFile(folder / _spill_name(name)).iter_batches(65_536):
+            table = pa.Table.from_batches([batch])
+            spill.add_table(table.filter(pc.less_equal(table.column("_seq"), bound)))
+    return k
