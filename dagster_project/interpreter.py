@@ -21,6 +21,9 @@ THRESHOLDS = (10_000, 20, 100)  # generation 0 allocations, then young and old c
 
 
 def tune_gc() -> None:
-    """`THRESHOLDS` for this process, and no full collection at its exit."""
+    """`THRESHOLDS` for this process, and no full collection at its exit (once: the CLI tunes,
+    then imports the definitions, which tune too)."""
+    if gc.get_threshold() == THRESHOLDS:
+        return
     gc.set_threshold(*THRESHOLDS)
     atexit.register(gc.freeze)

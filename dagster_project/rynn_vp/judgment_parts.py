@@ -276,10 +276,11 @@ def sync_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext
     workers = min(WORKERS, os.cpu_count() or 1, len(todo))
     bins: list[list] = [[] for _ in range(workers)]
     sizes = [0] * workers
-    for sf, key in sorted(todo, key=lambda t: -t[0].path.stat().st_size):
+    size_of = {sf: sf.path.stat().st_size for sf, _ in todo}
+    for sf, key in sorted(todo, key=lambda t: -size_of[t[0]]):
         i = sizes.index(min(sizes))
         bins[i].append((sf, key))
-        sizes[i] += sf.path.stat().st_size
+        sizes[i] += size_of[sf]
     if workers > 1 and min(sizes) >= PARALLEL_BYTES:  # else a process would wait for the rest
         for _ in fan_out(_write_parts, [(ctx, owner, store, b) for b in bins], workers):
             pass
