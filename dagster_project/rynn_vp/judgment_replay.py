@@ -1,4 +1,5 @@
-"""The replay of the judgment parts, kept from one run to the next: one more file costs that file.
+"""The replay of the judgment parts, kept from one run to the next: one more file is the only
+one replayed.
 
 `judgments.write_tables` replays the parts in file order; earlier wins, so what the records of
 the first k files decide does not depend on the files after them. After a replay its state is
@@ -8,9 +9,11 @@ started at, and the spilled rows (linked, not copied). The next run (`restore`) 
 the two orders share from the start (the same parts: same file version, context and checks),
 rolls the state back to the first file that differs (every entry made later is dropped, the
 groups are rebuilt from the accepted judgments before it, the spilled rows filtered on `seq`),
-and replays only the rest: a file added at the end costs itself, a file inserted earlier the
-files from there on, a changed first file everything (the full replay). The result is the same
-rows in the same order as a full replay, so the same bytes (tests/rynn_vp/test_judgment_replay).
+and replays only the rest: a file added at the end is the only one replayed, a file inserted
+earlier the files from there on, a changed first file everything (the full replay). The result
+is the same rows in the same order as a full replay, so the same bytes
+(tests/rynn_vp/test_judgment_replay). Not O(the new file) yet: the saved state (an entry per
+record) and the spilled rows are still read whole, and every table is sorted and written again.
 
 Deleting the folder costs one full replay. No Dagster import.
 """
