@@ -55,25 +55,89 @@ DELETE FROM {{ this }} AS held WHERE NOT EXISTS (
 {%- endif -%}
 {%- endmacro %}
 
-{#- Tables kept up to date one RUN at a time (int_vv_question_history: a question's flips and
-    first right step read every checkpoint of its run, so a new checkpoint changes its run's rows,
-    never another run's). A run is changed when the parts it has in raw vv_question_scores are
-    not exactly those the table holds rows of (a new checkpoint, one rewritten by a late file,
-    one gone, a new or a vanished run). On each build,
+{#- int_vv_question_steps is kept one run's TAIL at a time: a question's previous checkpoint
+    (prev_*) is the one before it in its run, so a checkpoint added, rewritten or gone changes
+    the rows of its run from its step on, never an earlier one. A run's tail starts at the
+    first step whose part the table does not hold, or holds and is gone (a new checkpoint, one
+    rewritten by a late file, one removed, a new or a vanished run). On each build,
+      pre_hook vv_drop_changed_tails()  deletes every row of a changed tail;
+      vv_changed_tails()                the tails (run_id, from_step) and the current parts in
+                                        them (names: DuckDB opens only those files);
+    so a checkpoint appended after the others of its run costs its own rows, whatever the
+    campaign and the run. dbt renders the model (and runs the query behind vv_changed_tails)
+    before its pre_hook, so both see the table as the last build left it. -#}
+
+{% macro vv_tails_query() -%}
+(WITH current_parts AS (
+     SELECT DISTINCT run_id, step, part FROM {{ ref('stg_vv_question_scores') }}),
+ held_parts AS (SELECT DISTINCT run_id, step, part FROM {{ this }}),
+ changed AS (SELECT * FROM (SELECT * FROM current_parts EXCEPT SELECT * FROM held_parts)
+             UNION ALL
+             SELECT * FROM (SELECT * FROM held_parts EXCEPT SELECT * FROM current_parts))
+ SELECT t.run_id, t.from_step, c.part
+ FROM (SELECT run_id, min(step) AS from_step FROM changed GROUP BY run_id) AS t
+ LEFT JOIN current_parts AS c ON c.run_id = t.run_id AND c.step >= t.from_step)
+{%- endmacro %}
+
+{#- On an incremental build, {'runs': [[run_id, from_step], ...], 'parts': [the current parts
+    of those tails]}; else none (a build from scratch reads everything). -#}
+{% macro vv_changed_tails() -%}
+  {%- if is_incremental() and execute -%}
+    {%- set found = run_query("SELECT * FROM " ~ vv_tails_query() ~ " ORDER BY run_id, part") -%}
+    {%- set runs, parts = [], [] -%}
+    {%- for row in found.rows -%}
+      {%- if [row[0], row[1]] not in runs -%}{%- do runs.append([row[0], row[1]]) -%}{%- endif -%}
+      {%- if row[2] is not none -%}{%- do parts.append(row[2]) -%}{%- endif -%}
+    {%- endfor -%}
+    {{ return({'runs': runs, 'parts': parts}) }}
+  {%- else -%}
+    {{ return(none) }}
+  {%- endif -%}
+{%- endmacro %}
+
+{#- `column IN (<the parts of the changed tails>)`, FALSE when there are none, TRUE when
+    `tails` is none (a build from scratch). -#}
+{% macro vv_tail_parts(tails, column='part') -%}
+{%- if tails is none -%}
+TRUE
+{%- elif tails.parts -%}
+{{ column }} IN ({% for p in tails.parts %}'{{ p | replace("'", "''") }}'{{ ', ' if not loop.last }}{% endfor %})
+{%- else -%}
+FALSE
+{%- endif -%}
+{%- endmacro %}
+
+{#- The changed tails as a relation t(run_id, from_step) (one row at least). -#}
+{% macro vv_tails_relation(tails) -%}
+(VALUES {% for run, step in tails.runs %}('{{ run | replace("'", "''") }}', {{ step }}::BIGINT){{ ', ' if not loop.last }}{% endfor %}) AS t(run_id, from_step)
+{%- endmacro %}
+
+{% macro vv_drop_changed_tails() -%}
+{%- if is_incremental() -%}
+DELETE FROM {{ this }} AS h USING (SELECT DISTINCT run_id, from_step FROM {{ vv_tails_query() }})
+    AS t WHERE h.run_id = t.run_id AND h.step >= t.from_step
+{%- endif -%}
+{%- endmacro %}
+
+{#- int_vv_question_runs is kept one RUN at a time: a question's first right step, its flips
+    and its values at the run's best read every checkpoint of its run. Each row keeps the digest
+    of its run's parts (parts_digest); a run whose parts in int_vv_question_steps have another
+    digest (or that is gone from it) is changed. On each build,
       pre_hook vv_drop_changed_runs()  deletes every row of a changed run;
-      vv_changed_run_parts()            filters the question rows to the parts of the changed
-                                        runs (a list of names: DuckDB opens only those files);
-    so a new checkpoint costs its run (checkpoints x questions), whatever the campaign. dbt
-    renders the model (and runs the query behind vv_changed_run_parts) before its pre_hook, so
-    both see the table as the last build left it. -#}
+      vv_changed_runs_in()             filters the step rows to the changed runs (a list)
+    so a new checkpoint costs one row per question of its run, and no other run's. -#}
+
+{% macro vv_run_digests(relation) -%}
+(SELECT run_id, md5(string_agg(part, ',' ORDER BY part)) AS parts_digest
+ FROM (SELECT DISTINCT run_id, part FROM {{ relation }}) GROUP BY run_id)
+{%- endmacro %}
 
 {% macro vv_changed_runs() -%}
-(WITH current_parts AS (
-     SELECT DISTINCT run_id, part FROM {{ ref('stg_vv_question_scores') }}),
- held_parts AS (SELECT DISTINCT run_id, part FROM {{ this }})
- SELECT run_id FROM (SELECT * FROM current_parts EXCEPT SELECT * FROM held_parts)
+(SELECT run_id FROM (SELECT * FROM {{ vv_run_digests(ref('int_vv_question_steps')) }}
+                     EXCEPT SELECT DISTINCT run_id, parts_digest FROM {{ this }})
  UNION
- SELECT run_id FROM (SELECT * FROM held_parts EXCEPT SELECT * FROM current_parts))
+ SELECT run_id FROM (SELECT DISTINCT run_id FROM {{ this }}
+                     EXCEPT SELECT DISTINCT run_id FROM {{ ref('int_vv_question_steps') }}))
 {%- endmacro %}
 
 {% macro vv_drop_changed_runs() -%}
@@ -82,11 +146,16 @@ DELETE FROM {{ this }} WHERE run_id IN {{ vv_changed_runs() }}
 {%- endif -%}
 {%- endmacro %}
 
-{#- `column IN (<the parts of the changed runs>)` on an incremental build, else TRUE. -#}
-{% macro vv_changed_run_parts(column='part') -%}
+{#- `column IN (<the changed runs>)` on an incremental build (FALSE: none), else TRUE. -#}
+{% macro vv_changed_runs_in(column='run_id') -%}
 {%- if is_incremental() and execute -%}
-{{ vv_parts_in(column, "SELECT DISTINCT part FROM " ~ ref('stg_vv_question_scores')
-                       ~ " WHERE run_id IN " ~ vv_changed_runs() ~ " ORDER BY part") }}
+  {%- set runs = run_query("SELECT run_id FROM " ~ vv_changed_runs() ~ " ORDER BY run_id"
+                           ).columns[0].values() -%}
+  {%- if runs -%}
+{{ column }} IN ({% for r in runs %}'{{ r | replace("'", "''") }}'{{ ', ' if not loop.last }}{% endfor %})
+  {%- else -%}
+FALSE
+  {%- endif -%}
 {%- else -%}
 TRUE
 {%- endif -%}

@@ -21,7 +21,7 @@ MARTS = ("vv_scores", "vv_breakdowns", "vv_scores_at_k", "vv_run_pairs", "vv_bes
          "vv_question_history", "vv_flips", "vv_flip_groups", "vv_power")
 INCREMENTAL = ("int_vv_checkpoint_scores", "int_vv_checkpoint_breakdowns",
                "int_vv_checkpoint_scores_at_k", "int_vv_pair_comparisons",
-               "int_vv_question_history")
+               "int_vv_question_steps", "int_vv_question_runs", "int_vv_question_history")
 
 
 def _snapshot(home) -> dict[str, list[tuple]]:
@@ -56,6 +56,28 @@ def _parts_read(home, model: str) -> list[str] | None:
                    for p in text.split(",") if p.strip() != "NULL"})
 
 
+def _steps_by_run(home) -> dict[str, list[int]]:
+    """Every run's checkpoints, in order."""
+    con = connect(home)
+    try:
+        found: dict[str, list[int]] = {}
+        for run, step in con.execute("SELECT DISTINCT run_id, step FROM vv_scores ORDER BY ALL"
+                                     ).fetchall():
+            found.setdefault(run, []).append(step)
+        return found
+    finally:
+        con.close()
+
+
+def _runs_read(home) -> list[str] | None:
+    """The runs the last build of int_vv_question_runs named in its compiled SQL."""
+    path = (home / "dbt" / "target" / "compiled" / "benchlake" / "models" / "video_val"
+            / "intermediate" / "int_vv_question_runs.sql")
+    found = re.findall(r"run_id IN \(([^)]*)\)", path.read_text())
+    return sorted({r.strip().strip("'") for text in found for r in text.split(",")}
+                  ) if found else None
+
+
 def test_incremental_marts_equal_a_build_from_scratch(demo_warehouse, tmp_path):
     drop = tmp_path / "responses"
     shutil.copytree(demo_warehouse.responses_root(), drop)
@@ -87,11 +109,16 @@ def test_incremental_marts_equal_a_build_from_scratch(demo_warehouse, tmp_path):
     for model in INCREMENTAL[:3]:
         assert [PartStore.label_of(p.removesuffix(".parquet"))
                 for p in _parts_read(home, model)] == [f"base-rl_{worst}", "sft-rl_100"], model
-    # the per-run history: every checkpoint of the two runs that changed, no other run's
+    # the question steps: each changed run's checkpoints from the first changed one on (their
+    # previous checkpoint may be another), not the checkpoints before it, no other run's
+    steps = _steps_by_run(home)
     parts = [PartStore.label_of(p.removesuffix(".parquet"))
-             for p in _parts_read(home, "int_vv_question_history")]
-    assert sorted({p.rsplit("_", 1)[0] for p in parts}) == ["base-rl", "sft-rl"]
-    assert len(parts) == 9 and f"base-rl_{worst}" in parts and "sft-rl_100" in parts
+             for p in _parts_read(home, "int_vv_question_steps")]
+    assert parts == sorted([f"base-rl_{s}" for s in steps["base-rl"] if s >= worst]
+                           + [f"sft-rl_{s}" for s in steps["sft-rl"] if s >= 100]), parts
+    assert len(parts) < sum(len(v) for v in steps.values())
+    # the per-run table: the two runs that changed, no other
+    assert _runs_read(home) == ["base-rl", "sft-rl"]
     assert any(r[1] == "base-rl" and r[2] == worst for r in incremental["vv_best_checkpoints"])
     assert any(r[1] == "sft-rl" and r[2] == 100 for r in incremental["vv_run_pairs"])
 
@@ -101,6 +128,7 @@ def test_incremental_marts_equal_a_build_from_scratch(demo_warehouse, tmp_path):
     assert materialize(settings, VIEWS, checks=False).success
     for model in INCREMENTAL:
         assert _parts_read(home, model) is None, model
+    assert _runs_read(home) is None
     scratch = _snapshot(home)
     for name in MARTS + INCREMENTAL:
         assert _same(incremental[name], scratch[name]), name
