@@ -77,8 +77,12 @@ class PartStore:
 
     def key(self, label: str, *inputs: Any) -> str:
         """`<label>.<digest of the code version, the label and the inputs>`."""
-        safe = _UNSAFE.sub("_", label)[-LABEL_CHARS:].lstrip(".") or "_"
-        return f"{safe}.{digest(self.code_version, label, inputs)[:DIGEST_CHARS]}"
+        return f"{self.safe_label(label)}.{digest(self.code_version, label, inputs)[:DIGEST_CHARS]}"
+
+    @staticmethod
+    def safe_label(label: str) -> str:
+        """`label` as a key holds it (what `label_of` gives back)."""
+        return _UNSAFE.sub("_", label)[-LABEL_CHARS:].lstrip(".") or "_"
 
     @staticmethod
     def label_of(key: str) -> str:
@@ -99,7 +103,7 @@ class PartStore:
 
     def labelled(self, label: str) -> list[str]:
         """The parts whose label is `label` (e.g. an earlier build of the same case)."""
-        safe = _UNSAFE.sub("_", label)[-LABEL_CHARS:].lstrip(".") or "_"
+        safe = self.safe_label(label)
         return [k for k in self.all_keys() if self.label_of(k) == safe]
 
     def ensure_schema(self) -> None:

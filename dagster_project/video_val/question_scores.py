@@ -17,6 +17,12 @@ only. A new checkpoint file writes one part; a file that adds samples to an exis
 rewrites that checkpoint's part; nothing else is read. Which checkpoints a scored part holds is
 read from its Parquet footer's min/max statistics (a file of one checkpoint, as verl writes
 them), else from its two key columns.
+
+The same step writes `raw_vv_later_records`, one part per checkpoint (most of them empty): the
+records of the checkpoint that are not first of their key, each with its first record (the
+response digests from the parsed parts). `int_vv_later_records` reads these parts, so "first
+record wins" is decided once per checkpoint, here, for the scores and for the response views
+alike, and no view groups the keys of the whole campaign.
 """
 
 from __future__ import annotations
@@ -25,21 +31,28 @@ from collections import defaultdict
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dagster_project.parts import PartStore
 from dagster_project.tables import raw_schema
 from dagster_project.video_val.format_rules import FORMAT_RULES
-from dagster_project.video_val.response_parts import PartsResult, scored_store
+from dagster_project.video_val.response_parts import PartsResult, parsed_stores, scored_store
 
 QUESTION_SCORES_VERSION = "2"
 QUESTION_SCORES_SCHEMA = raw_schema("vv_question_scores")
+LATER_RECORDS_SCHEMA = raw_schema("vv_later_records")
 FORMAT_COLUMNS = [f"format_{rule}" for rule in FORMAT_RULES]
 
 
 def question_scores_store(home: Path) -> PartStore:
     return PartStore.of_table(home, "vv_question_scores", QUESTION_SCORES_VERSION,
                               QUESTION_SCORES_SCHEMA)
+
+
+def later_records_store(home: Path) -> PartStore:
+    return PartStore.of_table(home, "vv_later_records", QUESTION_SCORES_VERSION,
+                              LATER_RECORDS_SCHEMA)
 
 
 def checkpoints_of(path: Path) -> set[tuple[str, int]]:
@@ -74,8 +87,7 @@ def checkpoints_of(path: Path) -> set[tuple[str, int]]:
 # sample order (`-` for none).
 _SQL = """
 WITH accepted AS (
-    SELECT * FROM read_parquet($files)
-    WHERE run_id = $run_id AND step = $step
+    SELECT * FROM records
     QUALIFY row_number() OVER (PARTITION BY uid, sample_idx
                                ORDER BY source_file, file_version, line) = 1
 ),
@@ -101,33 +113,79 @@ ORDER BY a.uid
 """
 
 
-def question_score_parts(home: Path) -> PartsResult:
-    """Bring `raw_vv_question_scores/` in line with the scored parts (module notes)."""
-    result = PartsResult()
-    store = question_scores_store(home)
-    store.ensure_schema()
+# The records of one checkpoint read more than once per key, past the first, with that first
+# (where it was read); their digests are joined from the parsed parts only when there are any.
+_REPEATED_SQL = """
+SELECT run_id, step, uid, sample_idx, source_file, file_version, line,
+       first_value(source_file) OVER k AS first_source_file,
+       first_value(file_version) OVER k AS first_file_version,
+       first_value(line) OVER k AS first_line
+FROM records
+WINDOW k AS (PARTITION BY uid, sample_idx ORDER BY source_file, file_version, line)
+QUALIFY row_number() OVER k > 1
+"""
+_LATER_SQL = """
+SELECT l.run_id, l.step, l.uid, l.sample_idx, l.source_file, l.file_version, l.line,
+       r.response_digest, l.first_source_file, l.first_file_version, l.first_line,
+       f.response_digest AS first_response_digest
+FROM repeated AS l
+JOIN read_parquet($files) AS r USING (source_file, file_version, line)
+JOIN read_parquet($files) AS f ON f.source_file = l.first_source_file
+ AND f.file_version = l.first_file_version AND f.line = l.first_line
+ORDER BY l.source_file, l.file_version, l.line
+"""
+
+
+def question_score_parts(home: Path) -> tuple[PartsResult, PartsResult]:
+    """Bring `raw_vv_question_scores/` and `raw_vv_later_records/` in line with the scored
+    parts (module notes): what each did."""
+    stores = question_scores_store(home), later_records_store(home)
+    results = PartsResult(), PartsResult()
+    for store in stores:
+        store.ensure_schema()
     scored = scored_store(home)
     held: dict[tuple[str, int], list[str]] = defaultdict(list)
     for key in scored.all_keys():
         for checkpoint in checkpoints_of(scored.path(key)):
             held[checkpoint].append(key)
-    keys = {checkpoint: store.key(f"{checkpoint[0]}_{checkpoint[1]}", checkpoint, sorted(parts))
-            for checkpoint, parts in held.items()}
-    result.removed = store.keep(keys.values())
-    todo = sorted(c for c, key in keys.items() if not store.has(key))
-    result.kept = len(keys) - len(todo)
+    keys = [{checkpoint: store.key(f"{checkpoint[0]}_{checkpoint[1]}", checkpoint, sorted(parts))
+             for checkpoint, parts in held.items()} for store in stores]
+    for store, result, wanted in zip(stores, results, keys, strict=True):
+        result.removed = store.keep(wanted.values())
+        result.kept = sum(store.has(k) for k in wanted.values())
+    todo = sorted(c for c in held if not all(
+        store.has(wanted[c]) for store, wanted in zip(stores, keys, strict=True)))
+    # a scored part is labelled with the key of the parsed part it scored
+    responses = {PartStore.safe_label(k): k for k in parsed_stores(home)["vv_responses"].all_keys()}
     formats = ", ".join(f"count(*) FILTER (WHERE a.{c}) AS n_{c}" for c in FORMAT_COLUMNS)
     sql = _SQL.format(formats=formats)
     con = duckdb.connect(config={"threads": 2})
     try:
         for checkpoint in todo:
             files = [str(scored.path(k)) for k in sorted(held[checkpoint])]
-            table = con.sql(sql, params={"files": files, "run_id": checkpoint[0],
-                                             "step": checkpoint[1]}).to_arrow_table()
-            store.write(keys[checkpoint], table.select(QUESTION_SCORES_SCHEMA.names)
-                        .cast(QUESTION_SCORES_SCHEMA))
-            result.written.append(keys[checkpoint])
-            result.rows_written += table.num_rows
+            con.execute("CREATE OR REPLACE TEMP TABLE records AS SELECT * FROM "
+                        "read_parquet($files) WHERE run_id = $run_id AND step = $step",
+                        {"files": files, "run_id": checkpoint[0], "step": checkpoint[1]})
+            tables = (con.sql(sql).to_arrow_table(), _later_records(con, home, responses,
+                                                                    held[checkpoint]))
+            for store, result, wanted, table, schema in zip(
+                    stores, results, keys, tables, (QUESTION_SCORES_SCHEMA, LATER_RECORDS_SCHEMA),
+                    strict=True):
+                if not store.has(wanted[checkpoint]):
+                    store.write(wanted[checkpoint], table.select(schema.names).cast(schema))
+                    result.written.append(wanted[checkpoint])
+                    result.rows_written += table.num_rows
     finally:
         con.close()
-    return result
+    return results
+
+
+def _later_records(con: duckdb.DuckDBPyConnection, home: Path, responses: dict[str, str],
+                   scored_keys: list[str]) -> pa.Table:
+    """The later records of the checkpoint in `records` (module notes), with their digests."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE repeated AS {_REPEATED_SQL}")
+    if not con.execute("SELECT count(*) FROM repeated").fetchone()[0]:
+        return LATER_RECORDS_SCHEMA.empty_table()
+    store = parsed_stores(home)["vv_responses"]
+    files = [str(store.path(responses[PartStore.label_of(k)])) for k in sorted(scored_keys)]
+    return con.execute(_LATER_SQL, {"files": files}).to_arrow_table()

@@ -20,8 +20,12 @@ from dagster_project.video_val.part_checks import (
     SCORED_INVARIANTS,
     check_new_parts,
 )
-from dagster_project.video_val.question_scores import question_scores_store
-from dagster_project.video_val.response_parts import scored_store
+from dagster_project.video_val.question_scores import (
+    later_records_store,
+    question_score_parts,
+    question_scores_store,
+)
+from dagster_project.video_val.response_parts import parsed_stores, scored_store
 from dagster_project.warehouse.catalog import connect
 from tests.conftest import copy_home
 
@@ -63,6 +67,47 @@ def test_question_scores_equal_the_accepted_responses_counted(demo_warehouse):
 
 def _parts(home: Path) -> set[str]:
     return set(question_scores_store(home).all_keys())
+
+
+def _part(store: PartStore, key: str, rows: list[dict]) -> None:
+    """Part `key` of `store` holding `rows` (every other column of its schema NULL)."""
+    schema = store.schema
+    store.ensure_schema()
+    store.write(key, pa.Table.from_pylist(
+        [{name: row.get(name) for name in schema.names} for row in rows], schema=schema))
+
+
+def test_the_first_record_of_each_key_wins_within_its_checkpoint(tmp_path):
+    """Key (r, 10, q:1, 0) is read three times: its first record is line 9 of a.jsonl version 1
+    (before line 2 of version 2, and before b.jsonl), so version 2's line 2 (the same response)
+    and b.jsonl's line 1 (another) are later, each with that first record and both digests.
+    q:2 is read once; the same key at another step is another key."""
+    responses, scored = parsed_stores(tmp_path)["vv_responses"], scored_store(tmp_path)
+    files = {("a.jsonl", 1): [("q:1", 10, 9, "d-same"), ("q:2", 10, 3, "d2"),
+                              ("q:1", 20, 4, "d-later-step")],
+             ("a.jsonl", 2): [("q:1", 10, 2, "d-same")],
+             ("b.jsonl", 1): [("q:1", 10, 1, "d-other")]}
+    for (name, version), records in files.items():
+        rows = [{"run_id": "r", "step": step, "uid": uid, "sample_idx": 0, "line": line,
+                 "source_file": name, "file_version": version, "response_digest": digest}
+                for uid, step, line, digest in records]
+        key = responses.key(f"{name}.v{version}", version)
+        _part(responses, key, rows)
+        _part(scored, scored.key(key, "questions"), rows)
+    scores, later = question_score_parts(tmp_path)
+    assert len(scores.written) == len(later.written) == 2  # (r, 10) and (r, 20)
+    store = later_records_store(tmp_path)
+    rows = pa.concat_tables(store.load(k) for k in store.all_keys()).to_pylist()
+    first = {"first_source_file": "a.jsonl", "first_file_version": 1, "first_line": 9,
+             "first_response_digest": "d-same"}
+    assert sorted(rows, key=lambda r: r["source_file"]) == [
+        {"run_id": "r", "step": 10, "uid": "q:1", "sample_idx": 0, "source_file": "a.jsonl",
+         "file_version": 2, "line": 2, "response_digest": "d-same", **first},
+        {"run_id": "r", "step": 10, "uid": "q:1", "sample_idx": 0, "source_file": "b.jsonl",
+         "file_version": 1, "line": 1, "response_digest": "d-other", **first}]
+    # nothing changed: nothing written again
+    scores, later = question_score_parts(tmp_path)
+    assert (scores.written, later.written, later.kept) == ([], [], 2)
 
 
 @pytest.mark.slow

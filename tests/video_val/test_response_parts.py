@@ -21,7 +21,8 @@ from dagster_project.warehouse.catalog import connect
 from tests.conftest import copy_home
 
 RESPONSES = ("key:raw_vv_response_files or key:raw_vv_responses or key:raw_vv_response_rejects"
-             " or key:raw_vv_scored_responses")
+             " or key:raw_vv_scored_responses or key:raw_vv_question_scores"
+             " or key:raw_vv_later_records")
 # The views the tests read, rebuilt in the test's home (the copied catalog names the original's
 # Parquet), with the Python assets of the responses.
 VIEWS = ("(+key:vv_scores or +key:vv_sample_metrics or +key:vv_response_rejects "

@@ -365,18 +365,23 @@ def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeS
     return _parts_result(context, benchlake, "vv_scored_responses", result)
 
 
-@dg.asset(key=raw_key("vv_question_scores"), group_name=GROUP, kinds={"parquet"},
-          deps=[raw_key("vv_scored_responses")], code_version=QUESTION_SCORES_VERSION)
+@dg.multi_asset(group_name=GROUP, specs=[
+    dg.AssetSpec(raw_key(name), kinds={"parquet"}, deps=[raw_key("vv_scored_responses")],
+                 code_version=QUESTION_SCORES_VERSION)
+    for name in ("vv_question_scores", "vv_later_records")])
 def vv_question_scores(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Per checkpoint and question: the samples counted (first record of each key), the correct
-    ones, each format rule's passes and the majority letter, one part per checkpoint, rewritten
+    ones, each format rule's passes and the majority letter; and per checkpoint the records
+    that are not first of their key (vv_later_records). One part per checkpoint, rewritten
     only when a scored part holding that checkpoint changed (`video_val/question_scores.py`).
     Every score view reads these rows, not the responses."""
     started(context, benchlake)
-    result = question_score_parts(benchlake.settings().home)
-    context.log.info(f"{len(result.written)} checkpoints counted ({result.rows_written} "
-                     f"question rows), {result.kept} unchanged")
-    return _parts_result(context, benchlake, "vv_question_scores", result)
+    scores, later = question_score_parts(benchlake.settings().home)
+    context.log.info(f"{len(scores.written)} checkpoints counted ({scores.rows_written} "
+                     f"question rows, {later.rows_written} later records), {scores.kept} "
+                     "unchanged")
+    yield _parts_result(context, benchlake, "vv_question_scores", scores)
+    yield _parts_result(context, benchlake, "vv_later_records", later)
 
 
 @dg.asset(key=raw_key("vv_verl_metrics"), group_name=GROUP, kinds={"parquet"},
