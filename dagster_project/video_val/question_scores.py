@@ -187,5 +187,10 @@ def _later_records(con: duckdb.DuckDBPyConnection, home: Path, responses: dict[s
     if not con.execute("SELECT count(*) FROM repeated").fetchone()[0]:
         return LATER_RECORDS_SCHEMA.empty_table()
     store = parsed_stores(home)["vv_responses"]
+    missing = [k for k in scored_keys if PartStore.label_of(k) not in responses]
+    if missing:
+        raise RuntimeError(f"{scored_store(home).path(missing[0])}: scored part without its "
+                           "parsed part in raw_vv_responses; materialize raw_vv_responses and "
+                           "raw_vv_scored_responses first")
     files = [str(store.path(responses[PartStore.label_of(k)])) for k in sorted(scored_keys)]
     return con.execute(_LATER_SQL, {"files": files}).to_arrow_table()
