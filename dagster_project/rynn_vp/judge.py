@@ -155,19 +155,21 @@ class Judge:
             self.limit.wait()
             try:
                 reply = self.client.send(body)
-            finally:
+            except BaseException:
                 with self.lock:
                     self.reserved -= estimate
+                raise
             cost = (self.price.cost(reply.input_tokens or 0, reply.output_tokens or 0)
                     if self.price else 0.0)
+            with self.lock:  # the claim becomes the cost at once: no request slips between
+                self.reserved -= estimate
+                self.outcome.sent += 1
+                self.outcome.cost += cost
             self._record({**base, "cache_hit": False, "try_no": try_no, "status": reply.status,
                           "request_id": reply.request_id, "http_status": reply.http_status,
                           "input_tokens": reply.input_tokens, "output_tokens":
                           reply.output_tokens, "latency_s": round(reply.latency_s, 3),
                           "cost": cost, "detail": reply.detail})
-            with self.lock:
-                self.outcome.sent += 1
-                self.outcome.cost += cost
             if reply.status == "ok":
                 entry = {"key": key, "answer": reply.text, "request_id": reply.request_id,
                          "judge_run_id": self.settings.judge_run_id, "model": self.settings.model,
