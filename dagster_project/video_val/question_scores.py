@@ -31,7 +31,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dagster_project.parts import PartStore
@@ -113,8 +112,8 @@ ORDER BY a.uid
 """
 
 
-# The records of one checkpoint read more than once per key, past the first, with that first
-# (where it was read); their digests are joined from the parsed parts only when there are any.
+# The records of one checkpoint (`records`) read more than once per key, past the first, with
+# that first (where it was read); then their digests, from the parsed parts.
 _REPEATED_SQL = """
 SELECT run_id, step, uid, sample_idx, source_file, file_version, line,
        first_value(source_file) OVER k AS first_source_file,
@@ -155,8 +154,21 @@ def question_score_parts(home: Path) -> tuple[PartsResult, PartsResult]:
         result.kept = sum(store.has(k) for k in wanted.values())
     todo = sorted(c for c in held if not all(
         store.has(wanted[c]) for store, wanted in zip(stores, keys, strict=True)))
+    parsed = parsed_stores(home)["vv_responses"]
     # a scored part is labelled with the key of the parsed part it scored
-    responses = {PartStore.safe_label(k): k for k in parsed_stores(home)["vv_responses"].all_keys()}
+    parsed_of = {PartStore.safe_label(k): parsed.path(k) for k in parsed.all_keys()}
+
+    def parsed_files(checkpoint: tuple[str, int]) -> list[str]:
+        """The parsed parts of the checkpoint's scored parts (their response digests)."""
+        found = []
+        for key in sorted(held[checkpoint]):
+            if PartStore.label_of(key) not in parsed_of:
+                raise RuntimeError(f"{scored.path(key)}: scored part without its parsed part in "
+                                   "raw_vv_responses; materialize raw_vv_responses and "
+                                   "raw_vv_scored_responses first")
+            found.append(str(parsed_of[PartStore.label_of(key)]))
+        return found
+
     formats = ", ".join(f"count(*) FILTER (WHERE a.{c}) AS n_{c}" for c in FORMAT_COLUMNS)
     sql = _SQL.format(formats=formats)
     con = duckdb.connect(config={"threads": 2})
@@ -166,8 +178,13 @@ def question_score_parts(home: Path) -> tuple[PartsResult, PartsResult]:
             con.execute("CREATE OR REPLACE TEMP TABLE records AS SELECT * FROM "
                         "read_parquet($files) WHERE run_id = $run_id AND step = $step",
                         {"files": files, "run_id": checkpoint[0], "step": checkpoint[1]})
-            tables = (con.sql(sql).to_arrow_table(), _later_records(con, home, responses,
-                                                                    held[checkpoint]))
+            scores = con.sql(sql).to_arrow_table()
+            # the later records, their digests joined only when the checkpoint has any
+            con.execute(f"CREATE OR REPLACE TEMP TABLE repeated AS {_REPEATED_SQL}")
+            [(repeats,)] = con.execute("SELECT count(*) FROM repeated").fetchall()
+            later = (con.execute(_LATER_SQL, {"files": parsed_files(checkpoint)}).to_arrow_table()
+                     if repeats else LATER_RECORDS_SCHEMA.empty_table())
+            tables = (scores, later)
             for store, result, wanted, table, schema in zip(
                     stores, results, keys, tables, (QUESTION_SCORES_SCHEMA, LATER_RECORDS_SCHEMA),
                     strict=True):
@@ -179,18 +196,3 @@ def question_score_parts(home: Path) -> tuple[PartsResult, PartsResult]:
         con.close()
     return results
 
-
-def _later_records(con: duckdb.DuckDBPyConnection, home: Path, responses: dict[str, str],
-                   scored_keys: list[str]) -> pa.Table:
-    """The later records of the checkpoint in `records` (module notes), with their digests."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE repeated AS {_REPEATED_SQL}")
-    if not con.execute("SELECT count(*) FROM repeated").fetchone()[0]:
-        return LATER_RECORDS_SCHEMA.empty_table()
-    store = parsed_stores(home)["vv_responses"]
-    missing = [k for k in scored_keys if PartStore.label_of(k) not in responses]
-    if missing:
-        raise RuntimeError(f"{scored_store(home).path(missing[0])}: scored part without its "
-                           "parsed part in raw_vv_responses; materialize raw_vv_responses and "
-                           "raw_vv_scored_responses first")
-    files = [str(store.path(responses[PartStore.label_of(k)])) for k in sorted(scored_keys)]
-    return con.execute(_LATER_SQL, {"files": files}).to_arrow_table()

@@ -26,18 +26,22 @@ DELETE FROM {{ this }} WHERE {{ part }} NOT IN (SELECT part FROM {{ vv_question_
 {#- `column IN (<the parts this table does not hold yet>)` on an incremental build, else TRUE. -#}
 {% macro vv_new_parts(column='part') -%}
 {%- if is_incremental() and execute -%}
-{{ vv_parts_in(column, "SELECT part FROM " ~ vv_question_parts() ~ " EXCEPT SELECT part FROM "
+{{ vv_in_query(column, "SELECT part FROM " ~ vv_question_parts() ~ " EXCEPT SELECT part FROM "
                        ~ this ~ " ORDER BY part") }}
 {%- else -%}
 TRUE
 {%- endif -%}
 {%- endmacro %}
 
-{#- `column IN (<the parts the query returns>)`, FALSE when it returns none. -#}
-{% macro vv_parts_in(column, query) -%}
-  {%- set parts = run_query(query).columns[0].values() -%}
-  {%- if parts -%}
-{{ column }} IN ({% for p in parts %}'{{ p | replace("'", "''") }}'{{ ', ' if not loop.last }}{% endfor %})
+{#- `column IN (<the values the query returns>)`, FALSE when it returns none. -#}
+{% macro vv_in_query(column, query) -%}
+{{ vv_in_list(column, run_query(query).columns[0].values()) }}
+{%- endmacro %}
+
+{#- `column IN (<the values, quoted>)`, FALSE for no value. -#}
+{% macro vv_in_list(column, values) -%}
+  {%- if values -%}
+{{ column }} IN ({% for v in values %}'{{ v | replace("'", "''") }}'{{ ', ' if not loop.last }}{% endfor %})
   {%- else -%}
 FALSE
   {%- endif -%}
@@ -98,13 +102,7 @@ DELETE FROM {{ this }} AS held WHERE NOT EXISTS (
 {#- `column IN (<the parts of the changed tails>)`, FALSE when there are none, TRUE when
     `tails` is none (a build from scratch). -#}
 {% macro vv_tail_parts(tails, column='part') -%}
-{%- if tails is none -%}
-TRUE
-{%- elif tails.parts -%}
-{{ column }} IN ({% for p in tails.parts %}'{{ p | replace("'", "''") }}'{{ ', ' if not loop.last }}{% endfor %})
-{%- else -%}
-FALSE
-{%- endif -%}
+{{ 'TRUE' if tails is none else vv_in_list(column, tails.parts) }}
 {%- endmacro %}
 
 {#- The changed tails as a relation t(run_id, from_step) (one row at least). -#}
@@ -149,13 +147,7 @@ DELETE FROM {{ this }} WHERE run_id IN {{ vv_changed_runs() }}
 {#- `column IN (<the changed runs>)` on an incremental build (FALSE: none), else TRUE. -#}
 {% macro vv_changed_runs_in(column='run_id') -%}
 {%- if is_incremental() and execute -%}
-  {%- set runs = run_query("SELECT run_id FROM " ~ vv_changed_runs() ~ " ORDER BY run_id"
-                           ).columns[0].values() -%}
-  {%- if runs -%}
-{{ column }} IN ({% for r in runs %}'{{ r | replace("'", "''") }}'{{ ', ' if not loop.last }}{% endfor %})
-  {%- else -%}
-FALSE
-  {%- endif -%}
+{{ vv_in_query(column, "SELECT run_id FROM " ~ vv_changed_runs() ~ " ORDER BY run_id") }}
 {%- else -%}
 TRUE
 {%- endif -%}
