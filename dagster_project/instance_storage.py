@@ -5,9 +5,11 @@ materialization, check and step of a run, even when nothing changed.
 Dagster's own SQLite event log opens a new engine and connection for every write (an event is
 written to its run's file and, for asset and check events, to the index file too: several
 connections each) and commits with a sync to disk; closing the last connection to a WAL file
-syncs again. A run of 76 assets and 229 checks wrote 982 events in 15 s that way. Here each
+syncs again; it asks whether a table exists, with a new engine, for every tagged asset event
+and check event. A run of 76 assets and 229 checks wrote 982 events in 15 s that way. Here each
 file keeps one connection per process (the few most recently used files; the others are
-closed), and commits in WAL mode with `synchronous=NORMAL`: durable at each checkpoint, and a
+closed), remembers the tables and columns it found, and commits in WAL mode with
+`synchronous=NORMAL`: durable at each checkpoint, and a
 crash of the machine (not of the process) can lose the last events, which is the bookkeeping of
 a run, never the tables. Other processes (the UI, the daemon, a sensor's run) share the files as
 before: SQLite's WAL lets readers and one writer at a time through, with the busy timeout.
@@ -37,15 +39,24 @@ class EventLogStorage(SqliteEventLogStorage):
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
         super().__init__(base_dir, inst_data)
         self._engines: OrderedDict[tuple[str, int], Any] = OrderedDict()
-        self._checks_table = False
+        self._tables: set[str] = set()
+        self._columns: set[str] = set()
 
-    @property
-    def supports_asset_checks(self) -> bool:
-        # Dagster asks for every check event, each time with a new engine and connection: once
-        # the table exists it stays (a wipe creates it again)
-        if not self._checks_table:
-            self._checks_table = super().supports_asset_checks
-        return self._checks_table
+    def has_table(self, table_name: str) -> bool:
+        # Dagster asks for every asset and check event (the tag and check tables), each time
+        # with a new engine and connection: once a table exists it stays (a wipe creates it
+        # again, and forgets)
+        if table_name not in self._tables and super().has_table(table_name):
+            self._tables.add(table_name)
+        return table_name in self._tables
+
+    def _has_asset_key_col_on_connection(self, conn: Any, column_name: str) -> bool:
+        # asked with a reflection of the table for every materialization; a migration adds
+        # columns, never drops them
+        if column_name not in self._columns and super()._has_asset_key_col_on_connection(
+                conn, column_name):
+            self._columns.add(column_name)
+        return column_name in self._columns
 
     def _engine(self, shard: str) -> Any:
         key = (shard, os.getpid())  # a forked child opens its own
@@ -77,6 +88,8 @@ class EventLogStorage(SqliteEventLogStorage):
 
     def wipe(self) -> None:
         self._close_all()  # before the files are deleted
+        self._tables.clear()
+        self._columns.clear()
         super().wipe()
 
     def delete_events(self, run_id: str) -> None:
