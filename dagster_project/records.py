@@ -133,12 +133,14 @@ def jsonl_record(line: bytes, line_no: int, limit: int) -> Record | None:
     return _decode(text, line_no)
 
 
-def jsonl_blocks(path: Path, limit: int, block_bytes: int = 16 * CHUNK
+def jsonl_blocks(path: Path, limit: int, block_bytes: int = 4 * CHUNK
                  ) -> Iterator[tuple[int, list[bytes | Record]]]:
     """The lines of a .jsonl file as `read_records` reads them, for a reader that takes a block
     of lines at once: (the number of the block's first line, its lines), each line its bytes
     without the "\n" (`jsonl_record` makes it the record `read_records` yields), or, when it is
-    `limit` + 2 bytes or more, its problem, read in pieces. Memory: about two blocks."""
+    `limit` + 2 bytes or more, its problem, read in pieces. Memory: about two blocks, and what
+    decoding them takes: a parsing process peaked at 390 MB with blocks of 16 MB and at 290 MB
+    with 4 MB, no slower (two of them parse a campaign's files beside the run's process)."""
     with path.open("rb") as fh:
         if fh.read(len(_BOM)) != _BOM:  # a BOM is an editor artefact, not part of the data
             fh.seek(0)

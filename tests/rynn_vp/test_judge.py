@@ -38,7 +38,8 @@ DEMO_REQUESTS = DEMO_CASES + 5 * DEMO_EVALUATIONS
 
 @pytest.fixture
 def server() -> Iterator[Running]:
-    running = Running(JudgeServer(api_key=SECRET, timeout_sleep_s=2.0))
+    # an injected timeout outlasts the client's JUDGE_TIMEOUT_S (judge_env) twice over
+    running = Running(JudgeServer(api_key=SECRET, timeout_sleep_s=6.0))
     yield running
     running.close()
 
@@ -52,7 +53,9 @@ def prices(tmp_path: Path) -> Path:
 
 def judge_env(url: str, prices: Path, **more: str) -> dict[str, str]:
     return {"JUDGE_BASE_URL": url, "JUDGE_MODEL": MODEL, "JUDGE_API_KEY": SECRET,
-            "JUDGE_RUN_ID": RUN, "JUDGE_RPM": "0", "JUDGE_TIMEOUT_S": "1",
+            # long enough that a loaded machine (the slow suite on 2 cores) never times out an
+            # answered request: its retry would reach the server twice, and the tests count
+            "JUDGE_RUN_ID": RUN, "JUDGE_RPM": "0", "JUDGE_TIMEOUT_S": "3",
             "JUDGE_MAX_TOKENS": "200", "JUDGE_PRICES": str(prices), **more}
 
 
