@@ -152,18 +152,18 @@ _PARSED = "parsed-{key}.pickle"
 def _parsed(target: Path, home: Path | str, database: Path) -> Any:
     """The project as dbt parsed it for this workspace (dbt's `Manifest`), so that a build
     starts from it instead of parsing: even a partial parse reads and checks its whole saved
-    state and every project file, about 0.5 s on 2 cores, on every command. It is parsed once
-    (`dbt parse`) and kept pickled in the workspace's `target` (local, never mirrored to an
-    object store), under a key of everything a parse depends on: the project's files, the
-    versions of dbt, its adapter and Python, the workspace, and the values of the environment
-    variables the project reads. A key that differs parses again. None if dbt could not parse
-    (the build then parses, and says why)."""
+    state and every project file, ~0.8 s on 2 cores, on every command. It is parsed once (`dbt
+    parse`) and kept pickled in the workspace's `target` (local, never mirrored to an object
+    store), under a key of everything a parse depends on: the project's files and where they
+    are, the versions of dbt, its adapter and Python, the workspace, and the values of the
+    environment variables the project reads. A key that differs parses again. None if dbt could
+    not parse (the build then parses, and says why)."""
     from dbt.cli.main import dbtRunner
     from dbt.contracts.graph.manifest import Manifest
 
     env = dbt_env(home, database)
     digest = hashlib.sha256("\0".join(
-        [project_digest(), sys.version, str(target)]
+        [project_digest(), str(DBT_PROJECT.project_dir), sys.version, str(target)]
         + [importlib.metadata.version(d) for d in ("dbt-core", "dbt-duckdb", "dbt-adapters")]
         + [f"{k}={env[k]}" for k in ("BENCHLAKE_HOME", "BENCHLAKE_DBT_DATABASE")]
     ).encode()).hexdigest()[:24]
