@@ -156,6 +156,29 @@ def test_dbt_tests_are_asset_checks_of_the_models():
     assert any(n.startswith("relationships") for n in checks_by_asset["rvp_judgments"])
 
 
+def test_the_second_dbt_op_selects_what_its_names_would():
+    """The views op's YAML selector (`_views_selector`, fast) selects exactly what the list of
+    its models' names selects (dbt's eager selection, one pass per name): the same models, and
+    every test that reads one of them, those that also read a model of the rules op included;
+    and every data test of the project is a check of one of the two ops."""
+    from dagster_dbt.utils import _select_unique_ids_from_manifest
+
+    from dagster_project.defs.warehouse import assets
+
+    by_names = _select_unique_ids_from_manifest(
+        " ".join(sorted(assets._VIEWS)), "", "", assets._MANIFEST)
+    by_selector = _select_unique_ids_from_manifest("", "", "benchlake_views", assets._SELECTABLE)
+    assert by_selector == by_names
+    shared = [uid for uid in by_selector if uid.startswith("test.")
+              and {assets._NODES[p]["name"] for p in assets._NODES[uid]["depends_on"]["nodes"]}
+              & assets._RULES]
+    assert any("rvp_cases" in uid for uid in shared)  # relationships to rvp_cases: kept
+    checks = {k.name for op in (assets.benchlake_rules, assets.benchlake_views)
+              for k in op.check_keys}
+    tests = {n["name"] for n in assets._NODES.values() if n["resource_type"] == "test"}
+    assert tests <= checks
+
+
 def test_the_graph_of_steps_has_no_cycle():
     """A Python asset that reads a model sits between dbt ops, never inside one: the asset
     job's steps are then one `dbt build` per dbt op (Dagster splits an op it must break a
