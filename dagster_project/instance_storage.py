@@ -9,10 +9,10 @@ syncs again; it asks whether a table exists, with a new engine, for every tagged
 and check event. A run of 76 assets and 229 checks wrote 982 events in 15 s that way. Here each
 file keeps one connection per process (the few most recently used files; the others are
 closed), remembers the tables and columns it found, and commits in WAL mode with
-`synchronous=NORMAL`: durable at each checkpoint, and a
-crash of the machine (not of the process) can lose the last events, which is the bookkeeping of
-a run, never the tables. Other processes (the UI, the daemon, a sensor's run) share the files as
-before: SQLite's WAL lets readers and one writer at a time through, with the busy timeout.
+`synchronous=NORMAL`: durable at each checkpoint, and a crash of the machine (not of the
+process) can lose the last events, which is the bookkeeping of a run, never the tables. Other
+processes (the UI, the daemon, a sensor's run) share the files as before: SQLite's WAL lets
+readers and one writer at a time through, with the busy timeout.
 
 `runner.dagster_instance` names this class in the `dagster.yaml` it writes.
 """
