@@ -155,8 +155,10 @@ def question_score_parts(home: Path) -> tuple[PartsResult, PartsResult]:
     todo = sorted(c for c in held if not all(
         store.has(wanted[c]) for store, wanted in zip(stores, keys, strict=True)))
     parsed = parsed_stores(home)["vv_responses"]
-    # a scored part is labelled with the key of the parsed part it scored
-    parsed_of = {PartStore.safe_label(k): parsed.path(k) for k in parsed.all_keys()}
+    # a scored part is labelled with the key of the parsed part it scored (listed only when a
+    # checkpoint is to be counted: a run with nothing new lists nothing)
+    parsed_of = ({PartStore.safe_label(k): parsed.path(k) for k in parsed.all_keys()}
+                 if todo else {})
 
     def parsed_files(checkpoint: tuple[str, int]) -> list[str]:
         """The parsed parts of the checkpoint's scored parts (their response digests)."""
@@ -184,12 +186,11 @@ def question_score_parts(home: Path) -> tuple[PartsResult, PartsResult]:
             [(repeats,)] = con.execute("SELECT count(*) FROM repeated").fetchall()
             later = (con.execute(_LATER_SQL, {"files": parsed_files(checkpoint)}).to_arrow_table()
                      if repeats else LATER_RECORDS_SCHEMA.empty_table())
-            tables = (scores, later)
-            for store, result, wanted, table, schema in zip(
-                    stores, results, keys, tables, (QUESTION_SCORES_SCHEMA, LATER_RECORDS_SCHEMA),
-                    strict=True):
+            for store, result, wanted, table in zip(stores, results, keys, (scores, later),
+                                                    strict=True):
                 if not store.has(wanted[checkpoint]):
-                    store.write(wanted[checkpoint], table.select(schema.names).cast(schema))
+                    store.write(wanted[checkpoint],
+                                table.select(store.schema.names).cast(store.schema))
                     result.written.append(wanted[checkpoint])
                     result.rows_written += table.num_rows
     finally:

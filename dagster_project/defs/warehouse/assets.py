@@ -21,6 +21,7 @@ from dagster_project.warehouse.previews import PREVIEW_TAG, preview
 from dagster_project.warehouse.project import DBT_PROJECT, current_manifest
 
 MANIFEST = current_manifest()
+_MANIFEST = json.loads(MANIFEST.read_text(encoding="utf-8"))  # what dbt parsed, read once
 CATALOG = "catalog"  # its name in benchlake_status
 
 # The run markers (`dagster_project/status.py`): written by every Python asset as it starts and
@@ -53,10 +54,6 @@ class Translator(DagsterDbtTranslator):
 TRANSLATOR = Translator()
 
 
-def _manifest() -> dict[str, Any]:
-    return _MANIFEST
-
-
 def _step_nodes(context: dg.AssetExecutionContext) -> dict[str, dg.AssetKey]:
     """The models and seeds Dagster selected in this step, by dbt unique id."""
     specs = context.assets_def.specs_by_key
@@ -79,7 +76,7 @@ def _selection(context: dg.AssetExecutionContext, build: set[str], tests: set[st
     in the step that builds the model it belongs to, after the other one (its check declares
     that dependency): never early, never skipped. Second, the unit tests to exclude: dbt
     selects a model's unit tests with the model, whatever the indirect selection."""
-    nodes = _manifest()
+    nodes = _MANIFEST
     # unit tests go with the checks: a run without checks (a test of the tables) has neither
     unit = ([u for u in nodes.get("unit_tests", {}).values()
              if set(u["depends_on"]["nodes"]) & redefined]
@@ -146,7 +143,7 @@ def _build(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings) -> I
                 raise dg.Failure(description=f"dbt build failed: {_first_line(done.error)}")
             events = [e for raw in done.events for e in DbtCoreCliEventMessage(
                 raw_event=raw, event_history_metadata={}).to_default_asset_events(
-                    manifest=_manifest(), dagster_dbt_translator=TRANSLATOR, context=context,
+                    manifest=_MANIFEST, dagster_dbt_translator=TRANSLATOR, context=context,
                     target_path=ws.target, project=DBT_PROJECT)]
             results = done.results
             ws.record_results(results, state)
@@ -202,7 +199,7 @@ def _failed_nodes(results: list[dict[str, Any]]) -> list[str]:
     """`dbt <model|seed|test|unit test> failed: <name>: <first line of dbt's message>` for
     every node of a build that errored or failed (a data test that found rows, a unit test
     whose rows differ), in run order."""
-    manifest = _manifest()
+    manifest = _MANIFEST
     known = {**manifest["nodes"], **manifest.get("unit_tests", {})}
     out = []
     for r in results:
@@ -218,25 +215,25 @@ def _failed_nodes(results: list[dict[str, Any]]) -> list[str]:
 def _is_table(uid: str) -> bool:
     """A model materialized as a table (a mart whose every read would otherwise recompute it
     over the campaign), incremental or not: rebuilt when the raw tables it reads change."""
-    return _manifest()["nodes"][uid]["config"].get("materialized") in ("table", "incremental")
+    return _MANIFEST["nodes"][uid]["config"].get("materialized") in ("table", "incremental")
 
 
 def _incremental_over(uid: str) -> str | None:
     """The raw table (as a dbt source id) whose new parts an incremental model reads by itself
     (`macros/vv_question_parts.sql`): raw vv_question_scores, the only one kept so."""
-    if _manifest()["nodes"][uid]["config"].get("materialized") != "incremental":
+    if _MANIFEST["nodes"][uid]["config"].get("materialized") != "incremental":
         return None
     return "source.benchlake.video_val_raw.vv_question_scores"
 
 
 def _relation(uid: str) -> str:
-    node = _manifest()["nodes"][uid]
+    node = _MANIFEST["nodes"][uid]
     return node.get("alias") or node["name"]
 
 
 def _compiled_before(ws: catalog.Workspace, uid: str) -> str | None:
     """The compiled SQL the last build of a model left in the workspace's target folder."""
-    node = _manifest()["nodes"][uid]
+    node = _MANIFEST["nodes"][uid]
     path = ws.target / "compiled" / node["package_name"] / node["original_file_path"]
     return path.read_text(encoding="utf-8") if path.is_file() else None
 
@@ -290,7 +287,6 @@ def _views_selector(nodes: Mapping[str, Any], first: set[str]) -> dict[str, Any]
 
 
 # The first op by names (a short list); never `--exclude`, see `_views_selector`.
-_MANIFEST = json.loads(MANIFEST.read_text(encoding="utf-8"))
 _NODES = _MANIFEST["nodes"]
 _PYTHON_INPUTS = _python_inputs({"nodes": _NODES})
 _RULES = _PYTHON_INPUTS | {n["name"] for n in _NODES.values() if n["resource_type"] == "seed"}
