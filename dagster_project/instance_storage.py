@@ -12,7 +12,9 @@ closed), remembers the tables and columns it found, and commits in WAL mode with
 `synchronous=NORMAL`: durable at each checkpoint, and a crash of the machine (not of the
 process) can lose the last events, which is the bookkeeping of a run, never the tables. Other
 processes (the UI, the daemon, a sensor's run) share the files as before: SQLite's WAL lets
-readers and one writer at a time through, with the busy timeout.
+readers and one writer at a time through, with the busy timeout. The events Dagster writes as a
+batch (a new run's planned materializations and checks, ~1 ms each one by one) go in one
+transaction per file.
 
 `runner.dagster_instance` names this class in the `dagster.yaml` it writes.
 """
@@ -20,9 +22,10 @@ readers and one writer at a time through, with the busy timeout.
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import sqlalchemy as db
@@ -31,6 +34,10 @@ from dagster._core.storage.sqlite_storage import DagsterSqliteStorage, _event_lo
 from dagster._serdes import ConfigurableClassData
 
 OPEN_FILES = 4  # the run being written and the index, with room for a reader of others
+# Dagster stores a new run's planned events (one per asset and check of the run) as batches of
+# this many when `DAGSTER_EVENT_BATCH_SIZE` says so (`runner.dagster_instance` sets it): one
+# batch for any run benchlake makes.
+BATCH_SIZE = 10_000
 
 
 class EventLogStorage(SqliteEventLogStorage):
@@ -41,6 +48,7 @@ class EventLogStorage(SqliteEventLogStorage):
         self._engines: OrderedDict[tuple[str, int], Any] = OrderedDict()
         self._tables: set[str] = set()
         self._columns: set[str] = set()
+        self._batch: Any = None
 
     def has_table(self, table_name: str) -> bool:
         # Dagster asks for every asset and check event (the tag and check tables), each time
@@ -77,9 +85,29 @@ class EventLogStorage(SqliteEventLogStorage):
 
     @contextmanager
     def _connect(self, shard: str) -> Iterator[Any]:
+        batch = self._batch
+        if batch is not None and batch.thread == threading.get_ident():
+            yield batch.connection(shard)  # inside `store_event_batch`: its lock, its transaction
+            return
         # one user of a file's connection at a time: Dagster's lock, held as Dagster holds it
         with self._db_lock, self._engine(shard).connect() as conn, conn.begin():
             yield conn
+
+    def store_event_batch(self, events: Sequence[Any]) -> None:
+        """Every event as `store_event` stores it, in one transaction per file (Dagster's base
+        class stores them one by one). Dagster batches a new run's planned materializations and
+        checks (`BATCH_SIZE`): ~0.5 ms less per event. If one fails, none is kept, and Dagster
+        stores them one by one again."""
+        if len({event.run_id for event in events}) > 1:  # never: a batch is one run's
+            super().store_event_batch(events)
+            return
+        with self._db_lock, ExitStack() as stack:
+            self._batch = _Batch(self, stack)
+            try:
+                for event in events:
+                    self.store_event(event)
+            finally:
+                self._batch = None
 
     def _close_all(self) -> None:
         with self._db_lock:
@@ -99,6 +127,23 @@ class EventLogStorage(SqliteEventLogStorage):
     def dispose(self) -> None:
         self._close_all()
         super().dispose()
+
+
+class _Batch:
+    """The one connection and transaction per file of a `store_event_batch`, opened when first
+    used and committed (or rolled back) when the batch's `stack` closes."""
+
+    def __init__(self, storage: EventLogStorage, stack: ExitStack) -> None:
+        self.thread = threading.get_ident()
+        self.storage, self.stack = storage, stack
+        self.open: dict[str, Any] = {}
+
+    def connection(self, shard: str) -> Any:
+        if shard not in self.open:
+            conn = self.stack.enter_context(self.storage._engine(shard).connect())
+            self.stack.enter_context(conn.begin())
+            self.open[shard] = conn
+        return self.open[shard]
 
 
 def _pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -57,6 +57,8 @@ def definitions() -> dg.Definitions:
 
 def dagster_instance(settings: Settings) -> dg.DagsterInstance:
     """The persistent Dagster instance under `$BENCHLAKE_HOME/dagster` (history survives)."""
+    from dagster_project.instance_storage import BATCH_SIZE
+
     home = settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
@@ -66,6 +68,8 @@ def dagster_instance(settings: Settings) -> dg.DagsterInstance:
     if current is None or (current.startswith(_YAML_MARKER) and current != wanted):
         config.write_text(wanted)
     os.environ["DAGSTER_HOME"] = str(home)
+    # a run's planned events as one batch (`instance_storage.EventLogStorage.store_event_batch`)
+    os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(BATCH_SIZE))
     return dg.DagsterInstance.from_config(str(home))
 
 

@@ -47,3 +47,51 @@ def test_events_reuse_the_files_connections(tmp_path: Path) -> None:
     _materialize(instance, 4)
     assert instance.get_latest_materialization_event(dg.AssetKey("a3")) is not None
     assert instance.event_log_storage.supports_asset_checks
+
+
+@dg.asset(check_specs=[dg.AssetCheckSpec("positive", asset="numbers"),
+                       dg.AssetCheckSpec("small", asset="numbers")])
+def numbers() -> dg.MaterializeResult:
+    return dg.MaterializeResult(check_results=[
+        dg.AssetCheckResult(check_name="positive", passed=True),
+        dg.AssetCheckResult(check_name="small", passed=False)])
+
+
+@dg.asset(deps=[numbers])
+def total() -> None:
+    return None
+
+
+def _run(home: Path, batch_size: str, monkeypatch) -> tuple[int, list, list]:
+    """(commits, the run's events, its checks' executions) of one materialization."""
+    monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", batch_size)
+    instance = dagster_instance(settings_for(home))
+    dg.materialize([numbers, total], instance=instance)  # files and tables created
+    commits: list[object] = []
+
+    def count(conn: object) -> None:
+        commits.append(conn)
+
+    db.event.listen(db.engine.Engine, "commit", count)
+    try:
+        run_id = dg.materialize([numbers, total], instance=instance).run_id
+    finally:
+        db.event.remove(db.engine.Engine, "commit", count)
+    events = [(e.dagster_event_type, e.dagster_event.asset_key if e.dagster_event else None)
+              for e in instance.all_logs(run_id)]
+    checks = [(c, instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("numbers"), c), limit=1)[0].status)
+        for c in ("positive", "small")]
+    return len(commits), events, checks
+
+
+def test_a_runs_planned_events_are_one_transaction_per_file(tmp_path: Path, monkeypatch) -> None:
+    one_by_one = _run(tmp_path / "single", "0", monkeypatch)
+    batched = _run(tmp_path / "batched", "10000", monkeypatch)
+    # the same events and check executions, in fewer transactions: 2 planned materializations
+    # (each written to the run's file and the index) and 2 planned checks (the run's file, the
+    # index and the check's execution) were 10 transactions, now one per file
+    assert batched[1:] == one_by_one[1:]
+    assert [s.value for _, s in batched[2]] == ["SUCCEEDED", "FAILED"]
+    assert sum(1 for kind, _ in batched[1] if kind.value.endswith("PLANNED")) == 4
+    assert one_by_one[0] - batched[0] == 10 - 2
