@@ -197,12 +197,20 @@ def arrow_type(duckdb_type: str) -> pa.DataType:
 
 
 @functools.cache
+def read_yaml(path: Path) -> Any:
+    """A YAML file as `yaml.safe_load` reads it, with libyaml's parser when PyYAML has it (the
+    raw schemas are read from the staging YAMLs in every process that loads the definitions)."""
+    return yaml.load(path.read_text(encoding="utf-8"),
+                     Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+@functools.cache
 def _staging_yamls() -> dict[str, Path]:
     """Raw table (a table of a staging folder's dbt sources, `_sources.yml`) -> the YAML of its
     staging model, `stg_<table>.yml` beside it (whether it exists is staging_yaml's concern)."""
     found = {}
     for sources in sorted((SQL_DIR / "models").glob("*/staging/_sources.yml")):
-        for source in yaml.safe_load(sources.read_text())["sources"]:
+        for source in read_yaml(sources)["sources"]:
             for table in source["tables"]:
                 found[table["name"]] = sources.with_name(f"stg_{table['name']}.yml")
     return found
@@ -222,7 +230,7 @@ def raw_columns(name: str) -> tuple[dict[str, Any], ...]:
     """The columns of raw table `name` as its staging YAML lists them, in order, without the
     view-only ones (`meta: {derived: true}`, the `*_abspath` the staging SQL adds)."""
     path = staging_yaml(name)
-    [model] = [m for m in yaml.safe_load(path.read_text())["models"]
+    [model] = [m for m in read_yaml(path)["models"]
                if m["name"] == f"stg_{name}"]
     return tuple(c for c in model["columns"] if not (c.get("meta") or {}).get("derived"))
 
