@@ -52,7 +52,7 @@ def clock():  # wall, and CPU of this process and of its (reaped) pool workers
 t0 = clock()
 parsed = sync_parts(home, [ResponseFile(rel, 1, sha, Path(path)) for rel, sha, path in files])
 t1 = clock()
-scored = score_parts(home, pl.read_parquet(questions))
+scored, _unknown = score_parts(home, pl.read_parquet(questions))
 t2 = clock()
 print(json.dumps({"parse": t1[0] - t0[0], "parse_cpu": t1[1] - t0[1], "score": t2[0] - t1[0],
                   "score_cpu": t2[1] - t1[1], "rows": parsed.rows_written,

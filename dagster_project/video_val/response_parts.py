@@ -8,8 +8,10 @@ exists is not read again, a new one is parsed (`responses.write_response_part`, 
 the files), a part whose version is gone (the setting points at another folder) is removed.
 `score_parts` does the same for `raw_vv_scored_responses/`: a scored part is named after its
 response part and keyed by it, the questions it is scored against and `SCORING_VERSION`, scored
-`BATCH_ROWS` rows at a time; `verl_metric_parts` keys each dump's metrics by its scored part, the
-default policy and `METRICS_VERSION`. Every parted table also holds `_schema.parquet`, no rows, so
+`BATCH_ROWS` rows at a time, and its responses whose uid is no question go to the part of
+`raw_vv_unknown_uids/` of the same key (so the refusals read those few rows, not the campaign);
+`verl_metric_parts` keys each dump's metrics by its scored part, the default policy and
+`METRICS_VERSION`. Every parted table also holds `_schema.parquet`, no rows, so
 its views exist while no file has been dropped yet.
 """
 
@@ -28,7 +30,7 @@ import pyarrow.parquet as pq
 
 from dagster_project.lifeline import process_pool
 from dagster_project.parts import PartStore
-from dagster_project.tables import streaming_parquet
+from dagster_project.tables import raw_schema, streaming_parquet
 from dagster_project.video_val.policies import DefaultPolicy
 from dagster_project.video_val.responses import (
     BATCH_ROWS,
@@ -54,6 +56,7 @@ POOL_MIN_ROWS = 200_000
 SCORED_INPUT = ["run_id", "step", "uid", "sample_idx", "response", "source_file", "file_version",
                 "line"]
 PARSED_TABLES = {"vv_responses": RESPONSES_SCHEMA, "vv_response_rejects": RESPONSE_REJECTS_SCHEMA}
+UNKNOWN_UIDS_SCHEMA = raw_schema("vv_unknown_uids")
 
 
 @dataclass
@@ -75,6 +78,11 @@ def parsed_stores(home: Path) -> dict[str, PartStore]:
 def scored_store(home: Path) -> PartStore:
     return PartStore.of_table(home, "vv_scored_responses", SCORING_VERSION,
                               SCORED_SCHEMA.with_metadata(None))
+
+
+def unknown_uids_store(home: Path) -> PartStore:
+    """The responses of unknown uids, one part per scored part, under the scored part's key."""
+    return PartStore.of_table(home, "vv_unknown_uids", SCORING_VERSION, UNKNOWN_UIDS_SCHEMA)
 
 
 def metrics_store(home: Path) -> PartStore:
@@ -147,41 +155,59 @@ def _init_scorer(questions: pl.DataFrame) -> None:
     _QUESTIONS = questions
 
 
-def _score_job(job: tuple[Path, Path]) -> int:
-    """Score one response part into its scored part, `BATCH_ROWS` rows at a time."""
-    source, out = job
+def _score_job(job: tuple[Path, Path | None, Path]) -> int:
+    """Score one response part into its scored part (None: it is there already), `BATCH_ROWS`
+    rows at a time, and write its responses of unknown uids to their part."""
+    source, out, unknown_out = job
     assert _QUESTIONS is not None
     schema = SCORED_SCHEMA.with_metadata(None)
     rows = 0
-    with streaming_parquet(out, schema) as w:
-        for batch in pq.ParquetFile(source).iter_batches(
-                batch_size=BATCH_ROWS, columns=SCORED_INPUT):
-            frame = pl.from_arrow(batch).join(_QUESTIONS, on="uid", how="inner",
-                                              maintain_order="left")
-            if frame.height:
-                table = score_frame(frame).select(schema.names).to_arrow().cast(schema)
-                w.write(table)
-                rows += table.num_rows
+    with streaming_parquet(unknown_out, UNKNOWN_UIDS_SCHEMA) as unknown:
+        if out is None:  # scored before its unknown uids were kept: only those, uids read first
+            uids = pl.read_parquet(source, columns=["uid"])
+            if uids.join(_QUESTIONS, on="uid", how="anti").height:
+                unknown.write(_unknown(pl.read_parquet(source, columns=SCORED_INPUT)))
+            return 0
+        with streaming_parquet(out, schema) as scored:
+            for batch in pq.ParquetFile(source).iter_batches(
+                    batch_size=BATCH_ROWS, columns=SCORED_INPUT):
+                responses = pl.from_arrow(batch)
+                unknown.write(_unknown(responses))
+                frame = responses.join(_QUESTIONS, on="uid", how="inner", maintain_order="left")
+                if frame.height:
+                    table = score_frame(frame).select(schema.names).to_arrow().cast(schema)
+                    scored.write(table)
+                    rows += table.num_rows
     return rows
 
 
-def score_parts(home: Path, questions: pl.DataFrame) -> PartsResult:
+def _unknown(responses: pl.DataFrame) -> pa.Table:
+    """The responses whose uid is no question, in their order (an empty table writes nothing)."""
+    assert _QUESTIONS is not None
+    found = responses.join(_QUESTIONS.select("uid"), on="uid", how="anti", maintain_order="left")
+    return found.select(UNKNOWN_UIDS_SCHEMA.names).to_arrow().cast(UNKNOWN_UIDS_SCHEMA)
+
+
+def score_parts(home: Path, questions: pl.DataFrame) -> tuple[PartsResult, PartsResult]:
     """Score every response part not yet scored against these `questions` (uid, data_source,
-    option_letters, ground_truth). Rows whose uid is not a question are not scored (the views
-    reject them). From `POOL_MIN_ROWS` responses on, two parts at a time in two processes: the
-    scoring is partly Python, so one process keeps only one core busy."""
-    result = PartsResult()
-    store = scored_store(home)
-    store.ensure_schema()
+    option_letters, ground_truth), and keep its responses of unknown uids (`raw_vv_unknown_uids`,
+    one part per scored part, of the same key): they are not scored, and the views refuse them.
+    From `POOL_MIN_ROWS` responses on, two parts at a time in two processes: the scoring is
+    partly Python, so one process keeps only one core busy."""
+    result, unknown_result = PartsResult(), PartsResult()
+    store, unknown = scored_store(home), unknown_uids_store(home)
+    for each in (store, unknown):
+        each.ensure_schema()
     fingerprint = questions_fingerprint(questions)
     sources = parsed_stores(home)["vv_responses"]
     keys = {source: store.key(source, fingerprint) for source in sources.all_keys()}
     result.removed = store.keep(keys.values())
+    unknown_result.removed = unknown.keep(keys.values())
     questions = questions.select("uid", "data_source", "option_letters", "ground_truth")
-    jobs = [(sources.path(source), store.path(key)) for source, key in keys.items()
-            if not store.has(key)]
-    result.kept = len(keys) - len(jobs)
-    rows = sum(pq.ParquetFile(job[0]).metadata.num_rows for job in jobs)
+    jobs = [(sources.path(source), None if store.has(key) else store.path(key),
+             unknown.path(key)) for source, key in keys.items()
+            if not (store.has(key) and unknown.has(key))]
+    rows = sum(pq.ParquetFile(job[0]).metadata.num_rows for job in jobs if job[1] is not None)
     if len(jobs) > 1 and rows >= POOL_MIN_ROWS and (os.cpu_count() or 1) > 1:
         with process_pool(2, mp_context=multiprocessing.get_context("spawn"),
                           initializer=_init_scorer, initargs=(questions,)) as pool:
@@ -189,11 +215,12 @@ def score_parts(home: Path, questions: pl.DataFrame) -> PartsResult:
     else:
         _init_scorer(questions)
         counts = [_score_job(job) for job in jobs]
-    result.written = [job[1].stem for job in jobs]
-    result.rows_written = sum(counts)
-    return result
-
-
+    result.written = [job[1].stem for job in jobs if job[1] is not None]
+    result.kept, result.rows_written = len(keys) - len(result.written), sum(counts)
+    unknown_result.written = [job[2].stem for job in jobs]
+    unknown_result.kept = len(keys) - len(jobs)
+    unknown_result.rows_written = sum(pq.ParquetFile(job[2]).metadata.num_rows for job in jobs)
+    return result, unknown_result
 
 
 def verl_metric_parts(home: Path, policy: DefaultPolicy) -> PartsResult:

@@ -9,6 +9,8 @@ import json
 import shutil
 from pathlib import Path
 
+import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -202,3 +204,42 @@ def test_a_rerun_writes_nothing_and_a_new_version_only_its_parts(demo_warehouse,
     assert [k.split("/")[0] for k in new] == sorted(PARTED)
     assert all(k.split("/")[1].startswith("verl-grpo_150.jsonl.v1.") for k in new)
     assert {_written(outcome, f"raw_{name}") for name in PARTED} == {1}
+
+
+def test_scoring_keeps_each_parts_unknown_uids_beside_it(tmp_path):
+    """A part's responses of no question are kept in its vv_unknown_uids part (same key), as
+    read and in order, and only the others are scored; a part scored before these were kept gets
+    them without being scored again; nothing changed writes nothing."""
+    responses = response_parts.parsed_stores(tmp_path)["vv_responses"]
+    responses.ensure_schema()
+    rows = [{"run_id": "r", "step": 10, "uid": uid, "sample_idx": i, "line": i + 1,
+             "response": f"<answer>\\boxed{{{letter}}}</answer>", "source_file": "a.jsonl",
+             "file_version": 1, "response_digest": str(i)}
+            for i, (uid, letter) in enumerate([("q:1", "A"), ("gone:7", "B"), ("q:2", "C"),
+                                               ("gone:8", "D")])]
+    schema = responses.schema
+    responses.write(responses.key("a.jsonl.v1", 1), pa.Table.from_pylist(
+        [{n: row.get(n) for n in schema.names} for row in rows], schema=schema))
+    questions = pl.DataFrame({"uid": ["q:1", "q:2"], "data_source": ["q", "q"],
+                              "option_letters": ["ABCD", "ABCD"], "ground_truth": ["A", "B"]})
+
+    scored, unknown = response_parts.score_parts(tmp_path, questions)
+    assert (len(scored.written), scored.rows_written, unknown.rows_written) == (1, 2, 2)
+    [key] = unknown.written
+    assert key == scored.written[0]  # the scored part's key
+    kept = response_parts.unknown_uids_store(tmp_path)
+    assert kept.load(key).to_pylist() == [
+        {n: row[n] for n in response_parts.UNKNOWN_UIDS_SCHEMA.names}
+        for row in rows if row["uid"].startswith("gone:")]
+    part = response_parts.scored_store(tmp_path).path(key)
+    assert pq.read_table(part, columns=["uid"])["uid"].to_pylist() == ["q:1", "q:2"]
+
+    before = part.stat().st_mtime_ns
+    kept.path(key).unlink()  # a home scored before the unknown uids were kept
+    scored, unknown = response_parts.score_parts(tmp_path, questions)
+    assert (scored.written, unknown.written, unknown.rows_written) == ([], [key], 2)
+    assert part.stat().st_mtime_ns == before
+    assert kept.load(key).num_rows == 2
+
+    scored, unknown = response_parts.score_parts(tmp_path, questions)
+    assert (scored.written, unknown.written, scored.kept, unknown.kept) == ([], [], 1, 1)

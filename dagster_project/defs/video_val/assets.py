@@ -348,21 +348,26 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
         yield _parts_result(context, benchlake, name, result)
 
 
-@dg.asset(key=raw_key("vv_scored_responses"), group_name=GROUP, kinds={"parquet"},
-          deps=[raw_key("vv_responses"), raw_key("vv_questions")], code_version=SCORING_VERSION)
+@dg.multi_asset(group_name=GROUP, specs=[
+    dg.AssetSpec(raw_key(name), kinds={"parquet"},
+                 deps=[raw_key("vv_responses"), raw_key("vv_questions")],
+                 code_version=SCORING_VERSION)
+    for name in ("vv_scored_responses", "vv_unknown_uids")])
 def vv_scored_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Every response scored once, part by part: the letter from the last balanced \\boxed{} in
     the last <answer> block, else lmms-eval 0.7.3's extract_mcq_answer, and the format flag under
-    each format rule (`card`, `exact`). A part is scored again only when the questions it was
-    scored against change. Policies (which rule, which weights) are data (the dbt seed
-    `vv_scoring_policies`); the views expand these rows per policy."""
+    each format rule (`card`, `exact`); a response whose uid is no question is not scored but
+    kept in vv_unknown_uids (one part per scored part). A part is scored again only when the
+    questions it was scored against change. Policies (which rule, which weights) are data (the
+    dbt seed `vv_scoring_policies`); the views expand these rows per policy."""
     started(context, benchlake)
     questions = pl.from_arrow(benchlake.read(
         "vv_questions", ["uid", "data_source", "option_letters", "ground_truth"]))
-    result = score_parts(benchlake.settings().home, questions)
-    context.log.info(f"{len(result.written)} parts scored ({result.rows_written} responses), "
-                     f"{result.kept} already scored")
-    return _parts_result(context, benchlake, "vv_scored_responses", result)
+    result, unknown = score_parts(benchlake.settings().home, questions)
+    context.log.info(f"{len(result.written)} parts scored ({result.rows_written} responses, "
+                     f"{unknown.rows_written} of unknown uids), {result.kept} already scored")
+    yield _parts_result(context, benchlake, "vv_scored_responses", result)
+    yield _parts_result(context, benchlake, "vv_unknown_uids", unknown)
 
 
 @dg.multi_asset(group_name=GROUP, specs=[
