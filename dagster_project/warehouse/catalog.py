@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -176,14 +177,38 @@ def _home_text(home: Path | str) -> str:
 
 
 def built_for(database: Path) -> set[str]:
-    """The homes whose Parquet the views of `database` read (one, unless it was moved)."""
+    """The homes whose Parquet the views of `database` read (one, unless it was moved). Asked
+    each time the workspace is opened (a run opens it ~5 times, ~30 ms each to open the
+    database and read every view's SQL), so the answer is kept while the database and its WAL
+    are the files they were; a stamp no older than `_RACY_NS` when it was read is not trusted
+    (a write in the same clock tick leaves the same stamp)."""
+    stamp = tuple(_stamp(p) for p in (database, database.with_name(f"{database.name}.wal")))
+    kept = _BUILT_FOR.get(database)
+    if kept is not None and kept[0] == stamp:
+        return set(kept[1])
+    read_at = time.time_ns()
     con = duckdb.connect(str(database), read_only=True)
     try:
         texts = [r[0] for r in con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal"
                                            ).fetchall()]
     finally:
         con.close()
-    return {m.group(1).replace("''", "'") for t in texts for m in _READS.finditer(t)}
+    homes = {m.group(1).replace("''", "'") for t in texts for m in _READS.finditer(t)}
+    if all(s is None or s[0] < read_at - _RACY_NS for s in stamp):
+        _BUILT_FOR[database] = (stamp, frozenset(homes))
+    return homes
+
+
+_BUILT_FOR: dict[Path, tuple[tuple, frozenset[str]]] = {}
+_RACY_NS = 50_000_000
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
 
 
 def _rebuild_views(ws: Workspace) -> None:
