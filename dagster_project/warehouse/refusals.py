@@ -5,7 +5,8 @@ that left anything refused, so a run that accepted 5 of 15 cases never looks lik
 
 A view's refusals are counted once per `catalog.inputs` fingerprint (its definition and the raw
 tables it reads) and kept in the workspace's outcomes: a run that changed nothing they read
-counts nothing again (`vv_response_rejects` reads every response of the campaign)."""
+counts nothing again. `vv_response_rejects` reads the few rows kept of what is refused
+(`raw_vv_unknown_uids`, `raw_vv_later_records`), not the campaign's responses."""
 
 from __future__ import annotations
 
