@@ -98,9 +98,6 @@ class EventLogStorage(SqliteEventLogStorage):
         class stores them one by one). Dagster batches a new run's planned materializations and
         checks (`BATCH_SIZE`): ~0.5 ms less per event. If one fails, none is kept, and Dagster
         stores them one by one again."""
-        if len({event.run_id for event in events}) > 1:  # never: a batch is one run's
-            super().store_event_batch(events)
-            return
         with self._db_lock, ExitStack() as stack:
             self._batch = _Batch(self, stack)
             try:

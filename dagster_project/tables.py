@@ -196,7 +196,6 @@ def arrow_type(duckdb_type: str) -> pa.DataType:
     return _ARROW_TYPES[t.upper()]
 
 
-@functools.cache
 def read_yaml(path: Path) -> Any:
     """A YAML file as `yaml.safe_load` reads it, with libyaml's parser when PyYAML has it (the
     raw schemas are read from the staging YAMLs in every process that loads the definitions)."""
