@@ -110,6 +110,18 @@ DELETE FROM {{ this }} AS held WHERE NOT EXISTS (
 (VALUES {% for run, step in tails.runs %}('{{ run | replace("'", "''") }}', {{ step }}::BIGINT){{ ', ' if not loop.last }}{% endfor %}) AS t(run_id, from_step)
 {%- endmacro %}
 
+{#- The number of this build of a table kept in batches, for its rows' `build_seq`: one more
+    than any row it still holds (evaluated after the pre_hook's delete), 1 from scratch. The
+    rows with the highest number are what its last build wrote: what the test
+    distinct_in_last_build reads. -#}
+{% macro vv_build_seq() -%}
+{%- if is_incremental() -%}
+(SELECT coalesce(max(build_seq), 0) + 1 FROM {{ this }})
+{%- else -%}
+CAST(1 AS BIGINT)
+{%- endif -%}
+{%- endmacro %}
+
 {% macro vv_drop_changed_tails() -%}
 {%- if is_incremental() -%}
 DELETE FROM {{ this }} AS h USING (SELECT DISTINCT run_id, from_step FROM {{ vv_tails_query() }})

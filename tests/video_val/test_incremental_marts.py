@@ -10,8 +10,11 @@ import math
 import re
 import shutil
 
+import duckdb
+
 from dagster_project.parts import PartStore
 from dagster_project.runner import materialize
+from dagster_project.warehouse import catalog, project
 from dagster_project.warehouse.catalog import connect
 from tests.conftest import copy_home
 
@@ -24,10 +27,15 @@ INCREMENTAL = ("int_vv_checkpoint_scores", "int_vv_checkpoint_breakdowns",
                "int_vv_question_steps", "int_vv_question_runs", "int_vv_question_history")
 
 
+# bookkeeping that tells the builds apart, not the data: the build that wrote each row
+BUILD_COLUMNS = {"int_vv_question_steps": "EXCLUDE (build_seq)"}
+
+
 def _snapshot(home) -> dict[str, list[tuple]]:
     con = connect(home)
     try:
-        return {name: con.execute(f"SELECT * FROM {name} ORDER BY ALL").fetchall()
+        return {name: con.execute(f"SELECT * {BUILD_COLUMNS.get(name, '')} FROM {name} "
+                                  "ORDER BY ALL").fetchall()
                 for name in MARTS + INCREMENTAL}
     finally:
         con.close()
@@ -121,6 +129,24 @@ def test_incremental_marts_equal_a_build_from_scratch(demo_warehouse, tmp_path):
     assert _runs_read(home) == ["base-rl", "sft-rl"]
     assert any(r[1] == "base-rl" and r[2] == worst for r in incremental["vv_best_checkpoints"])
     assert any(r[1] == "sft-rl" and r[2] == 100 for r in incremental["vv_run_pairs"])
+
+    # the uniqueness test of the question steps reads what the last build wrote: those tails
+    # (build 2; build 1 was from scratch), and it finds a row held twice there
+    with catalog.workspace(home) as ws:
+        con = duckdb.connect(str(ws.database))
+        last = "(SELECT max(build_seq) FROM int_vv_question_steps)"
+        assert con.execute(f"SELECT {last}").fetchone()[0] == 2
+        assert sorted(r[0] for r in con.execute(
+            f"SELECT DISTINCT part FROM int_vv_question_steps WHERE build_seq = {last}"
+        ).fetchall()) == _parts_read(home, "int_vv_question_steps")
+        con.execute("INSERT INTO int_vv_question_steps SELECT * FROM int_vv_question_steps "
+                    f"WHERE build_seq = {last} ORDER BY ALL LIMIT 1")
+        con.close()
+        tested = project.build(["test", "--select", "int_vv_question_steps"], home=home,
+                               database=ws.database, target=ws.target)
+    assert [(r["unique_id"].split(".")[2], r["status"], r["failures"]) for r in tested.results
+            if r["unique_id"].startswith("test.")] == [
+        ("distinct_in_last_build_int_vv_question_steps_run_id__uid__step__run_id__step", "fail", 1)]
 
     # the same home built from scratch: the dbt workspace and catalog deleted
     shutil.rmtree(home / "dbt")

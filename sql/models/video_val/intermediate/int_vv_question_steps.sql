@@ -14,7 +14,9 @@
 -- A checkpoint added, rewritten or gone changes the rows from its step on (their prev_* may
 -- change), never an earlier one: only that tail of its run is computed again, so a checkpoint
 -- appended after the others costs its own rows, whatever the length of its run. The rows
--- before the tail are read only for the last one of each question (its prev_*).
+-- before the tail are read only for the last one of each question (its prev_*). Each row keeps
+-- the number of the build that wrote it (build_seq): the rows of the last build are what the
+-- uniqueness test reads (distinct_in_last_build), so it costs a tail, not the table.
 -- What the run as a whole decides (its best, first right step, flips) is int_vv_question_runs.
 {%- set tails = vv_changed_tails() %}
 {%- set own = ['correct_rate', 'majority_correct', 'majority_letter', 'letters',
@@ -54,6 +56,7 @@ SELECT run_id, uid, step, data_source, k AS n_samples, n_correct, correct_rate,
        extraction_method, majority_correct,
        coalesce(majority_correct <> prev_majority_correct, false) AS flipped,
        prev_step, prev_correct_rate, prev_majority_correct, prev_majority_letter, prev_letters,
-       prev_extraction_method, prev_k AS prev_n_samples, part
+       prev_extraction_method, prev_k AS prev_n_samples, part,
+       {{ vv_build_seq() }} AS build_seq
 FROM ordered
 WHERE fresh
