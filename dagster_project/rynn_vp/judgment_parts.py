@@ -395,6 +395,19 @@ def stage_row(system: str, case_id: str, run: str, stage: str, attempt: int | No
             "attempt": attempt, "attempt_kind": kind, "status": status}
 
 
+def gt_stage_row(group: tuple[str, str, str], current_runs: set[str]) -> dict[str, Any]:
+    """The gt_compilation stage of an evaluation in a judge run whose attempts did not list it:
+    `current_runs` are the judge runs with a current GT compilation of its case."""
+    system, case_id, run = group
+    if run in current_runs:
+        attempt, kind, status = 1, "initial", "compiled"
+    elif current_runs:
+        attempt, kind, status = None, "cached", "cached"
+    else:
+        attempt, kind, status = None, None, "missing"
+    return stage_row(system, case_id, run, "gt_compilation", attempt, kind, status)
+
+
 def _stage_rows(o: dict[str, Any]) -> list[dict[str, Any]]:
     kind = o.get("attempt_kind", "initial")
     key = (o["system"], o["case_id"], o["judge_run_id"])

@@ -55,9 +55,9 @@ from dagster_project.rynn_vp.judgment_parts import (
     JUDGMENT_REJECTS_SCHEMA,
     JUDGMENTS_SCHEMA,
     STAGES_SCHEMA,
+    gt_stage_row,
     judgment_store,
     read_parts,
-    stage_row,
     sync_parts,
 )
 from dagster_project.rynn_vp.judgment_records import EvalContext, SourceFile, _reject
@@ -84,10 +84,7 @@ ROW_GROUP_ROWS = 16_384
 ROW_GROUP_BYTES = 32 * 2**20
 SORT_MEMORY = "128MB"  # DuckDB's memory for sorting a table; beyond it, it sorts on disk
 SLICE_BYTES = 2 * 2**20  # the rows of a table are sorted about this much at a time (whole batches)
-# An index of at least this many records has its pages given back before the sort (a few
-# hundred bytes a record); a smaller one is not worth a collection of the whole process's heap
-# (~0.15 s in a run that loaded Dagster, paid on every candidate change with few records).
-RELEASE_RECORDS = 50_000
+RELEASE_RECORDS = 50_000  # a smaller index is not worth a collection of the heap (~0.15 s)
 _AFTER_ALL = 2**62  # `_seq` of the gt_compilation stage rows, made once every record is read
 _LINE_BITS = 32  # a place (file version, line) packed into one int: version index, then line
 
@@ -418,19 +415,6 @@ def _release_freed_memory() -> None:
     gc.collect()
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None).malloc_trim(0)
-
-
-def gt_stage_row(group: tuple[str, str, str], current_runs: set[str]) -> dict[str, Any]:
-    """The gt_compilation stage of an evaluation in a judge run whose attempts did not list it:
-    `current_runs` are the judge runs with a current GT compilation of its case."""
-    system, case_id, run = group
-    if run in current_runs:
-        attempt, kind, status = 1, "initial", "compiled"
-    elif current_runs:
-        attempt, kind, status = None, "cached", "cached"
-    else:
-        attempt, kind, status = None, None, "missing"
-    return stage_row(system, case_id, run, "gt_compilation", attempt, kind, status)
 
 
 def write_tables(files: Sequence[SourceFile], ctx: EvalContext, out: Mapping[str, Path],
