@@ -131,6 +131,17 @@ def temp_beside(path: Path) -> tuple[int, str]:
     return fd, tmp
 
 
+def remove_stale_temps(folder: Path) -> int:
+    """Remove the temp files `temp_beside` made under `folder` that were never renamed (a
+    writer killed between its write and its rename); how many. Call it only as the folder's one
+    writer, before writing: another writer's temp file would go too."""
+    stale = [p for p in Path(folder).rglob(".*.tmp") if p.is_file()] if Path(folder).is_dir() \
+        else []
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return len(stale)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` through a temp file in the same folder and a rename."""
     fd, tmp = temp_beside(path)

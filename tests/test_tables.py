@@ -1,12 +1,23 @@
 """tables.py: rows_to_table takes exactly the schema's columns; DuckDB type names map to Arrow
-exactly."""
+exactly; a killed writer's temp files are found and removed, nothing else."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from dagster_project.tables import REJECTS_SCHEMA, arrow_type, raw_schema, rows_to_table
+from dagster_project.tables import (
+    REJECTS_SCHEMA,
+    arrow_type,
+    atomic_write_bytes,
+    raw_schema,
+    remove_stale_temps,
+    rows_to_table,
+    temp_beside,
+)
 
 
 def test_rows_to_table_fills_missing_keys_with_null():
@@ -54,3 +65,16 @@ def test_arrow_type_maps_duckdb_names_exactly(duckdb_type: str, arrow: pa.DataTy
 def test_arrow_type_refuses_what_raw_tables_do_not_use(duckdb_type: str):
     with pytest.raises(ValueError, match="no Arrow type"):
         arrow_type(duckdb_type)
+
+
+def test_remove_stale_temps_removes_only_unrenamed_temp_files(tmp_path):
+    atomic_write_bytes(tmp_path / "a" / "kept.jpg", b"x")
+    fd, left = temp_beside(tmp_path / "a" / "b" / "killed.jpg")  # never renamed
+    os.close(fd)
+    (tmp_path / "a" / ".hidden").write_bytes(b"y")
+    (tmp_path / "a" / "plain.tmp").write_bytes(b"z")
+    assert remove_stale_temps(tmp_path / "a") == 1
+    assert not Path(left).exists()
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()
+                  ) == ["a/.hidden", "a/kept.jpg", "a/plain.tmp"]
+    assert remove_stale_temps(tmp_path / "missing") == 0

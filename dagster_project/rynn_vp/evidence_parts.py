@@ -33,6 +33,7 @@ from dagster_project.tables import (
     Reject,
     read_table,
     rejects_table,
+    remove_stale_temps,
     resolved_path,
     rows_to_table,
     stored_path,
@@ -147,6 +148,7 @@ def build_case(job: tuple[CaseInputs, str, str]) -> int:
     inp, key, home_text = job
     home = Path(home_text)
     stores = evidence_stores(home)
+    remove_stale_temps(home / "evidence" / inp.case_id)  # a killed run's (one job per case)
     out = build_case_evidence(inp, home / "evidence" / inp.case_id,
                               previous=_previous(stores, inp.case_id, home), home=home)
     for (table, schema), kind in zip(EVIDENCE_TABLES.items(), _ROWS.values(), strict=True):

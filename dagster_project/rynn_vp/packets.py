@@ -32,6 +32,7 @@ from dagster_project.settings import ASSETS_DIR, Settings
 from dagster_project.tables import (
     atomic_write_bytes,
     raw_schema,
+    remove_stale_temps,
     resolved_path,
     rows_to_table,
     stored_path,
@@ -316,6 +317,7 @@ def _units(home: Path, packets_dir: Path, prompts: Prompts,
         folder = packets_dir / ev["system"] / ev["case_id"]
 
         def write() -> list[dict[str, Any]]:
+            remove_stale_temps(folder)  # a killed run's (this process writes every packet)
             out = []
             for role in CANDIDATE_ROLES:
                 row = write_packet(folder, role=role, prompts=prompts, header=header,

@@ -29,6 +29,7 @@ from dagster_project.tables import (
     atomic_write_bytes,
     connect_raw,
     raw_schema,
+    remove_stale_temps,
     resolved_path,
     rows_to_table,
     stored_path,
@@ -85,6 +86,7 @@ def extract_video(job: tuple[PlannedVideo, str, str]) -> int:
     video, key, home_text = job
     home = Path(home_text)
     folder = images_root(home) / key
+    remove_stale_temps(folder)  # a killed run's (one job per video)
     base = {"data_source": video.data_source, "video_path": video.video_path,
             "patch_size": video.patch_size}
     try:

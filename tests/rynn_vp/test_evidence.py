@@ -238,10 +238,14 @@ def test_only_changed_evaluations_are_extracted_again(demo_warehouse, demo_input
     changed, donor = video[0], video[-1]
     shutil.copy(donor, changed)
     system, case_id = changed.parts[-3], changed.parts[-2]
+    # what a run killed between writing an image and renaming it leaves in the case's folder
+    stale = home / "evidence" / case_id / system / ".P07.jpg.k1ll3d.tmp"
+    stale.write_bytes(b"half a JPEG")
     outcome = materialize(settings, select, checks=False)
     assert outcome.success
     meta = _metadata(outcome, "raw_rvp_evaluations")
     assert (meta["parts_written"], meta["evaluations_extracted"]) == (1, 1)
+    assert not stale.exists()  # the case's one writer removed it before writing
     after = _stamps(home)
     rewritten = {p for p in after if after[p] != first.get(p)}
     gone = {p for p in first if p not in after}
