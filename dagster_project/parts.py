@@ -9,7 +9,8 @@ is built; `keep` then removes the parts no longer wanted. Keys hold no absolute 
 
 `_schema.parquet` (no rows) sits beside the parts so the views over a folder exist before any
 part does. Writes go through `tables.write_table` / `streaming_parquet`: atomic and
-deterministic. No Dagster import.
+deterministic (a writer killed before its rename leaves a temp file, which `keep` removes).
+No Dagster import.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dagster_project.lifeline import process_pool
-from dagster_project.tables import streaming_parquet, table_path, write_table
+from dagster_project.tables import remove_stale_temps, streaming_parquet, table_path, write_table
 
 SCHEMA_PART = "_schema"
 DIGEST_CHARS = 16
@@ -126,7 +127,10 @@ class PartStore:
             yield writer
 
     def keep(self, keys: Iterable[str]) -> list[str]:
-        """Delete every part not in `keys`; the keys removed."""
+        """Delete every part not in `keys`, and what a writer killed before its rename left
+        (`tables.remove_stale_temps`; callers keep while no part is being written); the keys
+        removed."""
+        remove_stale_temps(self.folder)
         wanted = set(keys)
         removed = [k for k in self.all_keys() if k not in wanted]
         for key in removed:

@@ -135,8 +135,7 @@ def remove_stale_temps(folder: Path) -> int:
     """Remove the temp files `temp_beside` made under `folder` that were never renamed (a
     writer killed between its write and its rename); how many. Call it only as the folder's one
     writer, before writing: another writer's temp file would go too."""
-    stale = [p for p in Path(folder).rglob(".*.tmp") if p.is_file()] if Path(folder).is_dir() \
-        else []
+    stale = [p for p in Path(folder).rglob(".*.tmp") if p.is_file()]  # none: no folder
     for path in stale:
         path.unlink(missing_ok=True)
     return len(stale)

@@ -55,8 +55,11 @@ def test_parts_are_written_once_kept_and_removed(tmp_path):
     assert store.labelled("a") == [a]
     assert store.read([b, a], SCHEMA).num_rows == 2
     stamp = store.path(a).stat().st_mtime_ns
+    killed = store.folder / f".{b}.parquet.k1ll3d.tmp"  # a writer killed before its rename
+    killed.write_bytes(b"half a part")
     assert store.keep([a]) == [b]
     assert store.all_keys() == [a] and store.path(a).stat().st_mtime_ns == stamp
+    assert not killed.exists()
     assert store.path(SCHEMA_PART).exists()  # the views keep their columns with no part
 
 
