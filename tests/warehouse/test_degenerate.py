@@ -139,14 +139,14 @@ def test_a_failed_dbt_test_and_model_are_named_with_dbts_message(demo_warehouse,
     judgments = settings.home / "tables" / "raw" / "rvp_judgments.parquet"
     table = pq.read_table(judgments)
     runs = table.column("judge_run_id").to_pylist()
-    runs[0] = None  # one judgment without its run: stg_rvp_judgments' not_null test fails
+    runs[0] = None  # one judgment without its run: stg_rvp_judgments' not_null_columns fails
     column = table.schema.get_field_index("judge_run_id")
     pq.write_table(table.set_column(column, "judge_run_id", pa.array(runs, pa.string())),
                    judgments)
     done = _cli(settings.home, "materialize", "--select", "key:stg_rvp_judgments")
     assert done.returncode == 1
-    said = ("dbt test failed: not_null_stg_rvp_judgments_judge_run_id: "
-            "Got 1 result, configured to fail if != 0")
+    said = ("dbt test failed: not_null_columns_stg_rvp_judgments_system__case_id__judge_run_id"
+            "__attempt__is_final: Got 1 result, configured to fail if != 0")
     assert f"failed: {said}" in done.stderr, done.stderr  # the CLI's line
     assert "The dbt CLI process" not in done.stderr and "blocking asset check" not in done.stderr
 

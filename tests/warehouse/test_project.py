@@ -68,3 +68,45 @@ def test_another_value_of_what_the_project_reads_is_another_parse(tmp_path: Path
         return source.source_meta["external_location"]
     assert f"{home}/tables/raw/" in location(again) == location(mine)
     assert f"{tmp_path / 'moved'}/tables/raw/" in location(moved)
+
+
+def test_the_row_tests_fail_on_the_rows_at_fault_and_name_their_columns(tmp_path: Path) -> None:
+    """`not_null_columns` and `within_range` check every column they list in one test (one dbt
+    node, one scan), count the rows at fault, and name in each row the columns it fails on."""
+    home = tmp_path / "home"
+    seed = "rvp_metric_weights"
+    tests = {"not_null_columns": f"not_null_columns_{seed}_profile__axis__metric__plan_rule__weight",
+             "within_range": f"within_range_{seed}_weight__1__0"}
+    with catalog.workspace(home) as ws:
+        done = project.build(["build", "--select", seed, *tests.values(),
+                              "--indirect-selection", "empty"],
+                             home=home, database=ws.database, target=ws.target)
+        assert done.error is None
+        assert sorted(r["status"] for r in done.results) == ["pass", "pass", "success"]
+        con = duckdb.connect(str(ws.database))
+        try:  # one NULL in each of two rows (two columns in one), one weight out of [0, 1]
+            con.execute(f"""UPDATE {seed} SET axis = NULL, weight = NULL
+                            WHERE metric = 'PI-1' AND plan_rule = 'without_plan'""")
+            con.execute(f"UPDATE {seed} SET plan_rule = NULL WHERE metric = 'VQ'")
+            con.execute(f"UPDATE {seed} SET weight = 1.5 WHERE metric = 'VR-1'")
+            con.execute(f"UPDATE {seed} SET weight = -0.5 WHERE metric = 'VR-2'")
+        finally:
+            con.close()
+        done = project.build(["test", "--select", *tests.values()],
+                             home=home, database=ws.database, target=ws.target)
+    by_name = {r["unique_id"].split(".")[2]: r for r in done.results}
+    nulls, ranges = by_name[tests["not_null_columns"]], by_name[tests["within_range"]]
+    n_profiles = len(duckdb.connect(str(catalog.Workspace(home).database), read_only=True)
+                     .execute(f"SELECT DISTINCT profile FROM {seed}").fetchall())
+    assert (nulls["status"], nulls["failures"]) == ("fail", 2 * n_profiles)
+    assert (ranges["status"], ranges["failures"]) == ("fail", 2 * n_profiles)
+    con = duckdb.connect(str(catalog.Workspace(home).database), read_only=True)
+    try:
+        named = con.execute(f"SELECT DISTINCT null_columns, metric FROM ({nulls['compiled_code']}) "
+                            "ORDER BY ALL").fetchall()
+        ranged = con.execute(f"SELECT DISTINCT out_of_range, weight FROM "
+                             f"({ranges['compiled_code']}) ORDER BY ALL").fetchall()
+    finally:
+        con.close()
+    assert named == [("axis, weight", "PI-1"), ("plan_rule", "VQ")]
+    assert ranged == [("weight", -0.5), ("weight", 1.5)]
