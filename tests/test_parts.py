@@ -74,3 +74,20 @@ def test_equal_tables_give_equal_bytes_in_two_homes(tmp_path):
         files.append(store.path(key))
     assert files[0].name == files[1].name
     assert files[0].read_bytes() == files[1].read_bytes()
+
+
+def test_parts_are_read_in_the_order_of_their_keys_as_the_schema_says(tmp_path):
+    """`read` is one scan of many parts: their rows in the order of the keys asked for (not of
+    the files' names), every part's rows whole, typed as the schema."""
+    home = tmp_path / "home"
+    store = PartStore(home / "cache" / "t", "1", SCHEMA)
+    keys = [store.key(label, 1) for label in ("z", "m", "a")]  # names sort against the order
+    for n, key in enumerate(keys):
+        store.write(key, pa.table({"name": [f"{key}-{i}" for i in range(n + 2)],
+                                   "image_path": [None] * (n + 2)}, schema=SCHEMA), home=home)
+    table = store.read(keys[::-1] + [keys[0]], SCHEMA)
+    assert table.schema == SCHEMA
+    assert table.column("name").to_pylist() == [
+        *(f"{keys[2]}-{i}" for i in range(4)), *(f"{keys[1]}-{i}" for i in range(3)),
+        *(f"{keys[0]}-{i}" for i in range(2)), *(f"{keys[0]}-{i}" for i in range(2))]
+    assert store.read([], SCHEMA).equals(SCHEMA.empty_table())

@@ -376,21 +376,37 @@ class PacketsResult:
 def sync_packets(home: Path, packets_dir: Path, prompts: Prompts,
                  store: PartStore) -> PacketsResult:
     """Every packet unit built once per key: a unit whose part is there and whose packet files
-    all exist is not built again; one changed evaluation builds only its five packets."""
-    keys, built, tables = [], [], []
-    for unit in _units(home, packets_dir, prompts):
-        key = store.key(unit.label, unit.inputs)
-        keys.append(key)
-        table = store.load(key) if store.has(key) else None
-        if table is None or not all(Path(resolved_path(p, home) or "").is_file()
-                                    for p in table.column("packet_path").to_pylist()):
-            store.write(key, rows_to_table(unit.write(), PACKETS_SCHEMA), home=home)
-            built.append(key)
-            table = store.load(key)
-        tables.append(table)
+    all exist is not built again; one changed evaluation builds only its five packets. The
+    parts are read in one scan, once (again only if a packet file had gone)."""
+    units = _units(home, packets_dir, prompts)
+    keys = [store.key(unit.label, unit.inputs) for unit in units]
+    built = [key for unit, key in zip(units, keys, strict=True)
+             if not store.has(key) and _build_unit(unit, key, store, home)]
+    table = store.read(keys, PACKETS_SCHEMA)
+    gone = _units_with_missing_files(table, home) - set(built)
+    if gone:  # a packet file was deleted: its unit is built again
+        built += [key for unit, key in zip(units, keys, strict=True)
+                  if unit.label in gone and _build_unit(unit, key, store, home)]
+        table = store.read(keys, PACKETS_SCHEMA)
     removed = store.keep(keys)
-    table = pa.concat_tables(tables) if tables else PACKETS_SCHEMA.empty_table()
     return PacketsResult(table, built, removed)
+
+
+def _build_unit(unit: _Unit, key: str, store: PartStore, home: Path) -> bool:
+    store.write(key, rows_to_table(unit.write(), PACKETS_SCHEMA), home=home)
+    return True
+
+
+def _units_with_missing_files(table: pa.Table, home: Path) -> set[str]:
+    """The labels of the units (`_Unit.label`: the evaluation, or `_gt.<case>`) one of whose
+    packet files is not there."""
+    missing = set()
+    for path, evaluation, case in zip(*(table.column(c).to_pylist() for c in
+                                        ("packet_path", "evaluation_id", "case_id")),
+                                      strict=True):
+        if not os.path.isfile(resolved_path(path, home) or ""):
+            missing.add(evaluation if evaluation is not None else f"_gt.{case}")
+    return missing
 
 
 # raw_rvp_judge_packets: one row per packet written

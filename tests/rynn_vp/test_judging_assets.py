@@ -237,10 +237,13 @@ def test_packets_are_rebuilt_only_when_their_inputs_change(demo_warehouse, tmp_p
     assert _packet_stamps(settings) == before  # a copied home: the same keys, nothing built
     [event] = outcome.get_asset_materialization_events()
     assert event.materialization.metadata["units_built"].value == 0
-    saved = files[0].read_bytes()
-    files[0].unlink()
+    gone = [files[0], files[-1]]  # a case's GT packet, an evaluation's packet
+    assert gone[0].parent.parent.name == "_gt" and gone[1].parent.parent.name != "_gt"
+    saved = [f.read_bytes() for f in gone]
+    for f in gone:
+        f.unlink()
     assert materialize(settings, select, checks=False).success
-    assert files[0].read_bytes() == saved  # built again, the same
+    assert [f.read_bytes() for f in gone] == saved  # built again, the same
     # one evaluation changed (its row in its case's evidence part): its packets only
     part = sorted(table_path(settings.home, "rvp_evaluations", "_").parent.glob("*.*.parquet"))[0]
     table = pq.read_table(part)
