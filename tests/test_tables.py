@@ -9,14 +9,18 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from dagster_project.parts import PartStore
 from dagster_project.tables import (
     REJECTS_SCHEMA,
     arrow_type,
     atomic_write_bytes,
+    connect_raw,
     raw_schema,
     remove_stale_temps,
     rows_to_table,
+    table_path,
     temp_beside,
+    write_table,
 )
 
 
@@ -78,3 +82,23 @@ def test_remove_stale_temps_removes_only_unrenamed_temp_files(tmp_path):
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()
                   ) == ["a/.hidden", "a/kept.jpg", "a/plain.tmp"]
     assert remove_stale_temps(tmp_path / "missing") == 0
+
+
+def test_connect_raw_reads_the_parts_asked_for_and_every_single_file_table(tmp_path):
+    """`parts` narrows a table kept in parts to the parts of those labels (their views keep
+    their columns when none is there); a table in one file is read whole."""
+    home = tmp_path / "home"
+    schema = pa.schema([("case_id", pa.string()), ("n", pa.int64())])
+    store = PartStore.of_table(home, "in_parts", "1", schema)
+    store.ensure_schema()
+    for case, n in (("a/1", 1), ("b", 2), ("c", 3)):
+        store.write(store.key(case, n), pa.table({"case_id": [case], "n": [n]}, schema=schema))
+    write_table(pa.table({"case_id": ["a/1", "b"], "n": [10, 20]}, schema=schema),
+                table_path(home, "whole"))
+    con = connect_raw(home, ["in_parts", "whole"], parts=["a/1", "c"])
+    assert con.execute("SELECT n FROM raw.in_parts ORDER BY n").fetchall() == [(1,), (3,)]
+    assert con.execute("SELECT n FROM raw.whole ORDER BY n").fetchall() == [(10,), (20,)]
+    con = connect_raw(home, ["in_parts"], parts=["nope"])
+    assert con.execute("SELECT count(*) FROM raw.in_parts").fetchall() == [(0,)]
+    con = connect_raw(home, ["in_parts"])
+    assert con.execute("SELECT count(*) FROM raw.in_parts").fetchall() == [(3,)]

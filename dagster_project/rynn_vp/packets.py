@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from dagster_project.dropfolder import file_sha256
 from dagster_project.parts import PartStore, digest
 from dagster_project.rynn_vp.evidence import EVIDENCE_POLICY_VERSION
+from dagster_project.rynn_vp.packet_keys import PACKET_INPUTS, unit_digests
 from dagster_project.rynn_vp.snapshot import snapshot_root
 from dagster_project.settings import ASSETS_DIR, Settings
 from dagster_project.tables import (
@@ -194,9 +195,6 @@ def _grouped(rows: list[dict[str, Any]], key: str) -> dict[str, list[dict[str, A
     return out
 
 
-# The raw tables a packet is built from (their assets are the packets' dependencies).
-PACKET_INPUTS = ("rvp_cases", "rvp_gt_fingerprints", "rvp_gt_compilations", "rvp_evaluations",
-                 "rvp_evidence_frames", "rvp_intervals", "rvp_storyboards")
 # Bump when what a packet holds changes for the same inputs (PACKET_FORMAT is part of the key
 # too): every packet part is then built again.
 PACKETS_VERSION = "1"
@@ -204,42 +202,51 @@ PACKETS_VERSION = "1"
 
 @dataclass(frozen=True)
 class _Unit:
-    """The packets of one evaluation (its five roles) or of one case's GT compilation: what
-    they are made of (`inputs`, paths as stored) and how to write them."""
+    """The packets of one evaluation (its five roles) or of one case's GT compilation (label
+    `_gt.<case_id>`), and how to write them."""
 
     label: str
-    inputs: Any
     write: Callable[[], list[dict[str, Any]]]
 
 
-def _as_stored(rows: list[dict[str, Any]], home: Path) -> list[dict[str, Any]]:
-    """Rows with their path columns as stored (relative to the home): keys the same anywhere.
-    (`tables.stored_path` by prefix: the paths come from `connect_raw`, `<home>/<stored>`.)"""
-    prefix = f"{home}/"
-    return [{k: v.removeprefix(prefix) if k.endswith("path") and isinstance(v, str) else v
-             for k, v in r.items()} for r in rows]
+def _prompt_key(prompts: Prompts, packets_dir: Path, home: Path) -> str:
+    """What every packet's key holds of the prompts and of where the packets go."""
+    return digest(PACKET_FORMAT, prompts.version, prompts.source, prompts.texts,
+                  {r: Path(f).name for r, f in prompts.files.items()},
+                  stored_path(str(packets_dir), home))
 
 
 def _units(home: Path, packets_dir: Path, prompts: Prompts,
-           system: str | None = None, case_id: str | None = None) -> list[_Unit]:
-    """Every packet unit (optionally of one system and/or case): the GT compilation packet of
-    each case, then the five candidate roles of each evaluation, in the table's order."""
+           system: str | None = None, case_id: str | None = None,
+           labels: set[str] | None = None) -> list[_Unit]:
+    """Every packet unit (optionally of one system and/or case, or only those `labels`
+    name): the GT compilation packet of each case, then the five candidate roles of each
+    evaluation, in the table's order."""
     from dagster_project.tables import connect_raw
 
-    con = connect_raw(home, PACKET_INPUTS)
-    prompt_key = digest(PACKET_FORMAT, prompts.version, prompts.source, prompts.texts,
-                        {r: Path(f).name for r, f in prompts.files.items()},
-                        stored_path(str(packets_dir), home))
-    cases = {c["case_id"]: c for c in _rows(con, "SELECT * FROM raw.rvp_cases")}
-    prints = {f["case_id"]: f for f in _rows(con, "SELECT * FROM raw.rvp_gt_fingerprints")}
+    # With `labels`, only the rows of their cases are read: the evidence tables keep a part per
+    # case, and an evaluation is `<system>/<case_id>`.
+    case_ids = None if labels is None else sorted(
+        {label.removeprefix("_gt.") if label.startswith("_gt.") else label.split("/", 1)[-1]
+         for label in labels})
+    con = connect_raw(home, PACKET_INPUTS, parts=case_ids)
+    where = "true"
+    if case_ids is not None:
+        con.execute("CREATE TEMP TABLE wanted AS SELECT unnest(?::VARCHAR[]) AS case_id",
+                    [case_ids])
+        where = "case_id IN (SELECT case_id FROM wanted)"
+    cases = {c["case_id"]: c for c in _rows(con, f"SELECT * FROM raw.rvp_cases WHERE {where}")}
+    prints = {f["case_id"]: f for f in _rows(
+        con, f"SELECT * FROM raw.rvp_gt_fingerprints WHERE {where}")}
     cached: dict[str, dict[str, Any]] = {}
     try:
-        for g in _rows(con, "SELECT case_id, fingerprint, source_file, judge_run_id "
-                            "FROM raw.rvp_gt_compilations WHERE is_current ORDER BY source_file"):
+        for g in _rows(con, "SELECT case_id, fingerprint, source_file, judge_run_id FROM "
+                            f"raw.rvp_gt_compilations WHERE is_current AND {where} "
+                            "ORDER BY source_file"):
             cached.setdefault(g["case_id"], g)
     except Exception:  # noqa: BLE001 - no judgments ingested yet: nothing is cached
         pass
-    evaluations = [e for e in _rows(con, "SELECT * FROM raw.rvp_evaluations "
+    evaluations = [e for e in _rows(con, f"SELECT * FROM raw.rvp_evaluations WHERE {where} "
                                          "ORDER BY evaluation_id")
                    if (system is None or e["system"] == system)
                    and (case_id is None or e["case_id"] == case_id)]
@@ -248,17 +255,18 @@ def _units(home: Path, packets_dir: Path, prompts: Prompts,
     # evaluation's rows stand for them.
     shared_of = _grouped(_rows(
         con, "SELECT DISTINCT ON (case_id, role, ordinal) * FROM raw.rvp_evidence_frames "
-             "WHERE role IN ('S0', 'anchor') ORDER BY case_id, role, ordinal, evaluation_id"),
-        "case_id")
+             f"WHERE role IN ('S0', 'anchor') AND {where} "
+             "ORDER BY case_id, role, ordinal, evaluation_id"), "case_id")
     intervals_of = _grouped(_rows(
-        con, "SELECT case_id, ordinal, \"interval\", label FROM raw.rvp_intervals "
+        con, f"SELECT case_id, ordinal, \"interval\", label FROM raw.rvp_intervals WHERE {where} "
              "ORDER BY case_id, ordinal"), "case_id")
     evidence_of = _grouped(_rows(
-        con, "SELECT * FROM raw.rvp_evidence_frames ORDER BY evaluation_id, CASE role WHEN 'S0' "
-             "THEN 0 WHEN 'anchor' THEN 1 ELSE 2 END, ordinal"), "evaluation_id")
-    boards_of = _grouped(_rows(
-        con, "SELECT * FROM raw.rvp_storyboards ORDER BY evaluation_id, storyboard_no"),
+        con, f"SELECT * FROM raw.rvp_evidence_frames WHERE {where} ORDER BY evaluation_id, "
+             "CASE role WHEN 'S0' THEN 0 WHEN 'anchor' THEN 1 ELSE 2 END, ordinal"),
         "evaluation_id")
+    boards_of = _grouped(_rows(
+        con, f"SELECT * FROM raw.rvp_storyboards WHERE {where} "
+             "ORDER BY evaluation_id, storyboard_no"), "evaluation_id")
     con.close()
     sha256_of = functools.cache(file_sha256)
     link = functools.cache(_link_or_copy)  # the five roles of an evaluation share one folder
@@ -298,11 +306,7 @@ def _units(home: Path, packets_dir: Path, prompts: Prompts,
                                link=link)
             return finish([{"system": None, "case_id": cid, "evaluation_id": None, **row}], cid)
 
-        # the shared images are made from the case's sources by the evidence policy
-        inputs = [prompt_key, EVIDENCE_POLICY_VERSION, header, variables(cid), gt_ref(cid),
-                  _as_stored([{k: v for k, v in e.items() if k != "evaluation_id"}
-                              for e in gt_evidence], home)]
-        return _Unit(f"_gt.{cid}", inputs, write)
+        return _Unit(f"_gt.{cid}", write)
 
     def evaluation_unit(ev: dict[str, Any]) -> _Unit:
         evidence = evidence_of.get(ev["evaluation_id"], [])
@@ -328,13 +332,11 @@ def _units(home: Path, packets_dir: Path, prompts: Prompts,
                             "evaluation_id": ev["evaluation_id"], **row})
             return finish(out, ev["case_id"])
 
-        # the evaluation's `inputs_fingerprint` stands for its images' bytes
-        inputs = [prompt_key, header, ev["inputs_fingerprint"], variables(ev["case_id"]),
-                  gt_ref(ev["case_id"]), _as_stored(evidence, home), _as_stored(boards, home)]
-        return _Unit(ev["evaluation_id"], inputs, write)
+        return _Unit(ev["evaluation_id"], write)
 
-    return ([gt_unit(cid) for cid in sorted({e["case_id"] for e in evaluations})]
-            + [evaluation_unit(ev) for ev in evaluations])
+    units = ([gt_unit(cid) for cid in sorted({e["case_id"] for e in evaluations})]
+             + [evaluation_unit(ev) for ev in evaluations])
+    return units if labels is None else [u for u in units if u.label in labels]
 
 
 def build_packets(
@@ -377,24 +379,32 @@ def sync_packets(home: Path, packets_dir: Path, prompts: Prompts,
                  store: PartStore) -> PacketsResult:
     """Every packet unit built once per key: a unit whose part is there and whose packet files
     all exist is not built again; one changed evaluation builds only its five packets. The
-    parts are read in one scan, once (again only if a packet file had gone)."""
-    units = _units(home, packets_dir, prompts)
-    keys = [store.key(unit.label, unit.inputs) for unit in units]
-    built = [key for unit, key in zip(units, keys, strict=True)
-             if not store.has(key) and _build_unit(unit, key, store, home)]
-    table = store.read(keys, PACKETS_SCHEMA)
-    gone = _units_with_missing_files(table, home) - set(built)
+    keys come from DuckDB (`packet_keys`); only the units to build are read into Python, and
+    the parts are read in one scan (again only if a packet file had gone)."""
+    prompt_key = _prompt_key(prompts, packets_dir, home)
+    # the shared images of a GT packet are made from the case's sources by the evidence policy
+    keys = {label: store.key(label, prompt_key, EVIDENCE_POLICY_VERSION
+                             if label.startswith("_gt.") else None, made_of)
+            for label, made_of in unit_digests(home)}
+    built = {label for label, key in keys.items() if not store.has(key)}
+    _build_units(built, keys, store, home, packets_dir, prompts)
+    table = store.read(list(keys.values()), PACKETS_SCHEMA)
+    gone = _units_with_missing_files(table, home) - built
     if gone:  # a packet file was deleted: its unit is built again
-        built += [key for unit, key in zip(units, keys, strict=True)
-                  if unit.label in gone and _build_unit(unit, key, store, home)]
-        table = store.read(keys, PACKETS_SCHEMA)
-    removed = store.keep(keys)
-    return PacketsResult(table, built, removed)
+        _build_units(gone, keys, store, home, packets_dir, prompts)
+        built |= gone
+        table = store.read(list(keys.values()), PACKETS_SCHEMA)
+    removed = store.keep(keys.values())
+    return PacketsResult(table, [keys[label] for label in keys if label in built], removed)
 
 
-def _build_unit(unit: _Unit, key: str, store: PartStore, home: Path) -> bool:
-    store.write(key, rows_to_table(unit.write(), PACKETS_SCHEMA), home=home)
-    return True
+def _build_units(labels: set[str], keys: dict[str, str], store: PartStore, home: Path,
+                 packets_dir: Path, prompts: Prompts) -> None:
+    """The packets of the units `labels` written, and their parts."""
+    if labels:
+        for unit in _units(home, packets_dir, prompts, labels=labels):
+            store.write(keys[unit.label], rows_to_table(unit.write(), PACKETS_SCHEMA),
+                        home=home)
 
 
 def _units_with_missing_files(table: pa.Table, home: Path) -> set[str]:
