@@ -88,7 +88,7 @@ ORDER BY label[1:4] <> '_gt.', label
 def unit_digests(home: Path) -> list[tuple[str, str]]:
     """(label, what the unit is made of) of every packet unit, in the packets table's order: the
     GT packet of each case with an evaluation (`_gt.<case_id>`), then each evaluation (its id).
-    None while there is no evaluation table."""
+    Empty while there is no evaluation table."""
     import duckdb
 
     if not table_files(home, "rvp_evaluations"):
