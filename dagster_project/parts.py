@@ -28,7 +28,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dagster_project.lifeline import process_pool
-from dagster_project.tables import remove_stale_temps, streaming_parquet, table_path, write_table
+from dagster_project.tables import (
+    file_list,
+    remove_stale_temps,
+    streaming_parquet,
+    table_path,
+    write_table,
+)
 
 SCHEMA_PART = "_schema"
 DIGEST_CHARS = 16
@@ -156,10 +162,10 @@ class PartStore:
             return schema.empty_table()
         con = duckdb.connect(":memory:", config={"python_enable_replacements": False})
         try:
-            listed = ", ".join("'" + str(self.path(k)).replace("'", "''") + "'" for k in keys)
             names = ", ".join('"' + f.name.replace('"', '""') + '"' for f in schema)
             # insertion order is kept: the parts' rows in the order of `keys`
-            table = con.sql(f"SELECT {names} FROM read_parquet([{listed}])").to_arrow_table()
+            table = con.sql(f"SELECT {names} FROM read_parquet("
+                            f"{file_list(self.path(k) for k in keys)})").to_arrow_table()
         finally:
             con.close()
         return table.cast(schema)

@@ -77,12 +77,15 @@ def content_version(home: Path, name: str, part: str | None = None) -> str:
     return digest.hexdigest()[:32]
 
 
-def connect_raw(home: Path, names: Iterable[str], parts: Iterable[str] | None = None) -> Any:
+def connect_raw(home: Path, names: Iterable[str], parts: Iterable[str] | None = None,
+                stored: bool = False) -> Any:
     """An in-memory DuckDB where each raw table of `names` is the view `raw.<name>`, its path
     columns absolute. For the Python assets that join their raw inputs: they read tables they
     declare (`raw_<name>` assets), never the dbt models. A table not materialized yet has no
     view. With `parts` (labels), a table kept in parts is read from those parts only (e.g. the
-    evidence tables' parts of a few cases: opening every part is what a query would cost)."""
+    evidence tables' parts of a few cases: opening every part is what a query would cost).
+    `stored`: the path columns as stored, relative to the home (for keys the same in every
+    home)."""
     import duckdb
 
     from dagster_project.parts import SCHEMA_PART, PartStore
@@ -102,15 +105,19 @@ def connect_raw(home: Path, names: Iterable[str], parts: Iterable[str] | None = 
         cols = []
         for field in schema:
             q = '"' + field.name.replace('"', '""') + '"'
-            if _is_path_field(field) and not pa.types.is_list(field.type):
+            if not stored and _is_path_field(field) and not pa.types.is_list(field.type):
                 cols.append(f"CASE WHEN {q} IS NULL OR {q} LIKE '/%' OR {q} LIKE '%://%' "
                             f"THEN {q} ELSE '{home_sql}/' || {q} END AS {q}")
             else:
                 cols.append(q)
-        listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
         con.execute(f"CREATE VIEW raw.{name} AS SELECT {', '.join(cols)} "
-                    f"FROM read_parquet([{listed}], union_by_name = true)")
+                    f"FROM read_parquet({file_list(files)}, union_by_name = true)")
     return con
+
+
+def file_list(paths: Iterable[Path | str]) -> str:
+    """`paths` as a DuckDB list literal, for `read_parquet`."""
+    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
 
 
 # Fixed writer options: changing them changes every file's bytes, so they live in one place.

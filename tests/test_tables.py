@@ -15,6 +15,7 @@ from dagster_project.tables import (
     arrow_type,
     atomic_write_bytes,
     connect_raw,
+    path_field,
     raw_schema,
     remove_stale_temps,
     rows_to_table,
@@ -102,3 +103,15 @@ def test_connect_raw_reads_the_parts_asked_for_and_every_single_file_table(tmp_p
     assert con.execute("SELECT count(*) FROM raw.in_parts").fetchall() == [(0,)]
     con = connect_raw(home, ["in_parts"])
     assert con.execute("SELECT count(*) FROM raw.in_parts").fetchall() == [(3,)]
+
+
+def test_connect_raw_gives_path_columns_absolute_or_as_stored(tmp_path):
+    home = tmp_path / "home"
+    schema = pa.schema([("n", pa.int64()), path_field("image_path")])
+    write_table(pa.table({"n": [1, 2], "image_path": [str(home / "img" / "a.jpg"), None]},
+                         schema=schema), table_path(home, "t"), home=home)
+    query = "SELECT image_path FROM raw.t ORDER BY n"
+    assert connect_raw(home, ["t"]).execute(query).fetchall() == [(f"{home}/img/a.jpg",),
+                                                                  (None,)]
+    assert connect_raw(home, ["t"], stored=True).execute(query).fetchall() == [("img/a.jpg",),
+                                                                               (None,)]

@@ -21,40 +21,41 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dagster_project.tables import raw_schema, table_files
+from dagster_project.tables import connect_raw, raw_schema, table_files
 
 # The raw tables a packet is built from (their assets are the packets' dependencies).
 PACKET_INPUTS = ("rvp_cases", "rvp_gt_fingerprints", "rvp_gt_compilations", "rvp_evaluations",
                  "rvp_evidence_frames", "rvp_intervals", "rvp_storyboards")
 
 _DIGESTS = r"""
-WITH evaluations AS (SELECT * FROM s.rvp_evaluations),
+WITH evaluations AS MATERIALIZED (SELECT * FROM raw.rvp_evaluations),
+evidence AS MATERIALIZED (SELECT * FROM raw.rvp_evidence_frames),
 variables AS (
     SELECT case_id, {'case_id': case_id, 'instruction': instruction,
                      'explicit_plan': CASE WHEN has_explicit_plan THEN plan END} AS variables
-    FROM s.rvp_cases),
+    FROM raw.rvp_cases),
 cached AS (
-    SELECT case_id, source_file, judge_run_id FROM s.rvp_gt_compilations WHERE is_current
+    SELECT case_id, source_file, judge_run_id FROM raw.rvp_gt_compilations WHERE is_current
     QUALIFY row_number() OVER (PARTITION BY case_id ORDER BY source_file) = 1),
 gt_ref AS (
     SELECT c.case_id, {'fingerprint': f.fingerprint, 'cached': g.case_id IS NOT NULL,
                        'source_file': g.source_file, 'judge_run_id': g.judge_run_id} AS gt_ref
     FROM (SELECT DISTINCT case_id FROM evaluations) AS c
-    LEFT JOIN s.rvp_gt_fingerprints AS f USING (case_id)
+    LEFT JOIN raw.rvp_gt_fingerprints AS f USING (case_id)
     LEFT JOIN cached AS g USING (case_id)),
 frames AS (
     SELECT evaluation_id, md5(string_agg(to_json(f)::VARCHAR, chr(10) ORDER BY evidence_id))
                AS rows_digest
-    FROM s.rvp_evidence_frames AS f GROUP BY evaluation_id),
+    FROM evidence AS f GROUP BY evaluation_id),
 boards AS (
     SELECT evaluation_id, md5(string_agg(to_json(b)::VARCHAR, chr(10) ORDER BY storyboard_no))
                AS rows_digest
-    FROM s.rvp_storyboards AS b GROUP BY evaluation_id),
+    FROM raw.rvp_storyboards AS b GROUP BY evaluation_id),
 shared_rows AS (
     SELECT * EXCLUDE (evaluation_id)
              REPLACE (case_id || '#' || substr(evidence_id, strpos(evidence_id, '#') + 1)
                       AS evidence_id)
-    FROM s.rvp_evidence_frames WHERE role IN ('S0', 'anchor')
+    FROM evidence WHERE role IN ('S0', 'anchor')
     QUALIFY row_number() OVER (PARTITION BY case_id, role, ordinal ORDER BY evaluation_id) = 1),
 shared AS (
     SELECT case_id, md5(string_agg(to_json(r)::VARCHAR, chr(10) ORDER BY role, ordinal))
@@ -64,7 +65,7 @@ intervals AS (
     SELECT case_id, md5(string_agg(to_json({'ordinal': ordinal, 'interval': "interval",
                                             'label': label})::VARCHAR, chr(10) ORDER BY ordinal))
                AS rows_digest
-    FROM s.rvp_intervals GROUP BY case_id)
+    FROM raw.rvp_intervals GROUP BY case_id)
 SELECT '_gt.' || case_id AS label,
        to_json({'variables': v.variables, 'gt_reference': r.gt_ref,
                 'intervals': i.rows_digest, 'shared': sh.rows_digest})::VARCHAR AS made_of
@@ -89,22 +90,15 @@ def unit_digests(home: Path) -> list[tuple[str, str]]:
     """(label, what the unit is made of) of every packet unit, in the packets table's order: the
     GT packet of each case with an evaluation (`_gt.<case_id>`), then each evaluation (its id).
     Empty while there is no evaluation table."""
-    import duckdb
-
     if not table_files(home, "rvp_evaluations"):
         return []
-    con = duckdb.connect(":memory:", config={"python_enable_replacements": False})
+    con = connect_raw(home, PACKET_INPUTS, stored=True)  # paths relative to the home
     try:
-        con.execute("CREATE SCHEMA s")
-        for name in PACKET_INPUTS:
-            files = table_files(home, name)
-            if files:  # the rows as stored (paths relative to the home), read once
-                listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-                con.execute(f"CREATE TABLE s.{name} AS SELECT * FROM "
-                            f"read_parquet([{listed}], union_by_name = true)")
-            else:  # not written yet (no judgment ingested: nothing cached)
-                con.register(f"empty_{name}", raw_schema(name).empty_table())
-                con.execute(f"CREATE VIEW s.{name} AS SELECT * FROM empty_{name}")
+        views = {v for (v,) in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE schema_name = 'raw'").fetchall()}
+        for name in set(PACKET_INPUTS) - views:  # not written yet (no judgment: nothing cached)
+            con.register(f"empty_{name}", raw_schema(name).empty_table())
+            con.execute(f"CREATE VIEW raw.{name} AS SELECT * FROM empty_{name}")
         return [(label, made_of) for label, made_of in con.execute(_DIGESTS).fetchall()]
     finally:
         con.close()

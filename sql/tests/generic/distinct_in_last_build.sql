@@ -5,7 +5,7 @@
     new row: this costs the rows rewritten, not the table. From scratch every row is new and
     every row is checked. (dbt runs the tests of one depth of its graph in the order of their
     names: one of these sits between an incremental table and the next, and its name comes
-    before not_null, unique and within_range.) -#}
+    before not_null_columns, unique and within_range.) -#}
 {% test distinct_in_last_build(model, combination_of_columns, scope, build_column='build_seq') %}
 WITH last_build AS (
     SELECT DISTINCT {{ scope | join(', ') }} FROM {{ model }}
