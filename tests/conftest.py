@@ -123,13 +123,13 @@ def dbt_views(sql_dir: Path, home: Path | str, workdir: Path) -> Any:
     return con
 
 
-def table_identities(home: Path, names: tuple[str, ...]) -> dict[str, tuple[int, int]]:
-    """(inode, mtime) of each raw table's file: what tells a table written again from one left
-    as it was."""
-    from dagster_project.tables import table_path
+def table_identities(home: Path, names: tuple[str, ...]) -> dict[str, list[tuple]]:
+    """(file, inode, mtime) of each raw table's file or parts: what tells a table written again
+    from one left as it was."""
+    from dagster_project.tables import table_files
 
-    return {name: (os.stat(table_path(home, name)).st_ino,
-                   os.stat(table_path(home, name)).st_mtime_ns) for name in names}
+    return {name: [(f.name, os.stat(f).st_ino, os.stat(f).st_mtime_ns)
+                   for f in table_files(home, name)] for name in names}
 
 
 def copy_home(settings: Settings, dest: Path, **overrides: str) -> Settings:

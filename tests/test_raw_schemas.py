@@ -83,10 +83,14 @@ def test_view_only_columns_are_the_abspaths_and_part_names_the_staging_sql_adds(
     added = dict(re.findall(r"abspath\('(\w+)'\)\s*}}\s+AS\s+(\w+)", sql, flags=re.I))
     # the file a row of a parted table comes from (the incremental tables keep it)
     parts = re.findall(r"parse_filename\(filename\)\s+AS\s+(\w+)", sql, flags=re.I)
-    assert sorted([*added.values(), *parts]) == sorted(derived), table
+    # ... and what the view decides over the rows, in the place the contract gives it
+    # (`is_final`: no written row depends on a later record)
+    decided = [c for c in ("is_final",) if re.search(rf"\bAS\s+{c}\b", sql, flags=re.I)]
+    assert sorted([*added.values(), *parts, *decided]) == sorted(derived), table
     assert set(added) <= paths, table
-    # the view-only columns come last, after the raw table's own
-    assert [c["name"] for c in model["columns"]][len(model["columns"]) - len(derived):] == derived
+    # the abspaths and part names come last, after the raw table's own
+    tail = [c for c in derived if c not in decided]
+    assert [c["name"] for c in model["columns"]][len(model["columns"]) - len(tail):] == tail
 
 
 def test_tables_sharing_a_python_schema_declare_the_same_columns():

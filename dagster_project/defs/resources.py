@@ -153,22 +153,25 @@ def write_and_describe(
 
 
 def describe_written(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings,
-                      name: str, rows: int, inputs: str, work: dict[str, int],
-                      **extra: object) -> dg.MaterializeResult:
-    """`write_and_describe` for a table written in row groups: the preview from its first."""
+                     name: str, rows: int, inputs: str, work: dict[str, int],
+                     **extra: object) -> dg.MaterializeResult:
+    """`write_and_describe` for a table kept in parts (`parts.PartStore`) its step wrote: the
+    preview from the first rows of its parts, the description remembered with every part."""
     home = Path(benchlake.settings().home)
-    path = benchlake.table_path(name)
+    files = table_files(home, name)
     mark_written(home, name, context.run.run_id, rows)
-    head = next(pq.ParquetFile(path).iter_batches(batch_size=HEAD_ROWS), None)
+    head = next((b for f in files if f.stem != SCHEMA_PART
+                 for b in pq.ParquetFile(f).iter_batches(batch_size=HEAD_ROWS)), None)
     preview = markdown_preview(pa.Table.from_batches([head]) if head is not None
-                               else pq.read_schema(path).empty_table(), total=rows)
+                               else pq.read_schema(files[0]).empty_table(), total=rows)
     version = content_version(home, name)
-    remember_inputs(home, name, inputs, [path], {
+    remember_inputs(home, name, inputs, files, {
         "rows": rows, "data_version": version, "preview": preview,
         "extra": {**extra, **dict.fromkeys(work, 0)}})
+    folder = benchlake.table_path(name, SCHEMA_PART).parent
     return dg.MaterializeResult(
         asset_key=raw_key(name), data_version=dg.DataVersion(version),
-        metadata={"dagster/row_count": rows, "path": dg.MetadataValue.path(str(path)),
+        metadata={"dagster/row_count": rows, "path": dg.MetadataValue.path(str(folder)),
                   "preview": dg.MetadataValue.md(preview), **extra, **work})
 
 
@@ -215,7 +218,8 @@ def _described(benchlake: BenchlakeSettings, name: str, rows: int, version: str,
                extra: dict) -> dg.MaterializeResult:
     metadata: dict[str, object] = {
         "dagster/row_count": rows,
-        "path": dg.MetadataValue.path(str(benchlake.table_path(name))),
+        "path": dg.MetadataValue.path(str(path if (path := benchlake.table_path(name)).exists()
+                                          else path.with_suffix(""))),  # or its parts' folder
         "preview": dg.MetadataValue.md(preview),
     }
     metadata.update(extra)

@@ -69,7 +69,7 @@ from dagster_project.rynn_vp.judgment_records import (
 )
 from dagster_project.rynn_vp.packets import CANDIDATE_ROLES
 from dagster_project.settings import JudgeSettings
-from dagster_project.tables import atomic_write_bytes, read_table, table_path
+from dagster_project.tables import atomic_write_bytes, connect_raw, table_files
 
 MAX_ATTEMPTS = 2  # an evaluation's initial attempt and one retry
 MAX_TRIES = 5  # HTTP tries of one request (429, 5xx, timeouts, connection errors)
@@ -377,16 +377,15 @@ def _attempts_before(folder: Path) -> int:
 def _attempts_ingested(home: Path, judge_run_id: str) -> dict[tuple[str, str], int]:
     """(system, case_id) -> the highest attempt of judge run `judge_run_id` ingested so far
     (from any folder: a run id may have records of other origins)."""
-    path = table_path(home, "rvp_judgments")
-    if not path.exists():
+    if not table_files(home, "rvp_judgments"):
         return {}
-    out: dict[tuple[str, str], int] = {}
-    for r in read_table(path, home, ["system", "case_id", "judge_run_id", "attempt"]
-                        ).to_pylist():
-        if r["judge_run_id"] == judge_run_id:
-            key = (r["system"], r["case_id"])
-            out[key] = max(out.get(key, 0), r["attempt"])
-    return out
+    con = connect_raw(home, ["rvp_judgments"])
+    try:
+        rows = con.execute("SELECT system, case_id, max(attempt) FROM raw.rvp_judgments "
+                           "WHERE judge_run_id = ? GROUP BY ALL", [judge_run_id]).fetchall()
+    finally:
+        con.close()
+    return {(system, case_id): attempt for system, case_id, attempt in rows}
 
 
 # --- the dry run ---------------------------------------------------------------------------

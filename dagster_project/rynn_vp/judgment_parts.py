@@ -70,8 +70,7 @@ STAGES_SCHEMA = raw_schema("rvp_stages")
 
 
 def _row_type(schema: pa.Schema) -> pa.StructType:
-    # is_final is known once every record is read (`judgments`), not in a part
-    return pa.struct([f for f in schema if f.name != "is_final"])
+    return pa.struct(list(schema))
 
 
 # The rows a record makes if it is accepted, by part column (a JSON object or list in the
@@ -211,7 +210,7 @@ def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key
     return n
 
 
-def read_parts(pairs: Sequence[tuple[SourceFile, Path]]
+def read_parts(pairs: Sequence[tuple[SourceFile, Path]], rows: Sequence[int] | None = None
                ) -> Iterator[tuple[pa.RecordBatch, list[SourceFile]]]:
     """The rows of every (file version, part), in the given order, `BATCH_ROWS` at a time
     (`READ_SCHEMA`: each batch with its column `idx`, the position of each row's file version
@@ -219,13 +218,13 @@ def read_parts(pairs: Sequence[tuple[SourceFile, Path]]
     query each: thousands of one-record files (a judge harness writing a file per judgment)
     cost a few milliseconds each opened one by one, a fraction of that this way. A part of more
     than `BATCH_ROWS` rows (a large file) is read alone, streamed in file order: sorting it in
-    one query would hold it whole."""
+    one query would hold it whole. `rows`: the rows of each part, when known (`part_rows`)."""
     # one thread: a large part streams in file order, a row group at a time
     con = duckdb.connect(":memory:", config={"python_enable_replacements": False,
                                               "preserve_insertion_order": True, "threads": 1})
     try:
-        sizes = dict(con.sql("SELECT file_name, num_rows FROM parquet_file_metadata(?)",
-                             params=[[str(p) for _, p in pairs]]).fetchall()) if pairs else {}
+        sizes = dict(zip((str(p) for _, p in pairs), part_rows([p for _, p in pairs])
+                         if rows is None else rows, strict=True))
         chunk: list[tuple[SourceFile, Path]] = []
         for pair in [*pairs, None]:
             if pair is not None and sizes[str(pair[1])] <= BATCH_ROWS:
@@ -241,6 +240,19 @@ def read_parts(pairs: Sequence[tuple[SourceFile, Path]]
                     yield batch.cast(READ_SCHEMA), [pair[0]]
     finally:
         con.close()
+
+
+def part_rows(paths: Sequence[Path]) -> list[int]:
+    """The rows of each part, from the Parquet footers (one DuckDB query)."""
+    if not paths:
+        return []
+    con = duckdb.connect(":memory:", config={"python_enable_replacements": False})
+    try:
+        rows = dict(con.sql("SELECT file_name, num_rows FROM parquet_file_metadata(?)",
+                            params=[[str(p) for p in paths]]).fetchall())
+    finally:
+        con.close()
+    return [rows[str(p)] for p in paths]
 
 
 def _read_chunk(con: duckdb.DuckDBPyConnection, chunk: Sequence[tuple[SourceFile, Path]]
@@ -351,7 +363,7 @@ def gt_row(rec: _Record, sha: str, ctx: EvalContext) -> dict[str, Any]:
 
 
 def judgment_row(rec: _Record, sha: str, ctx: EvalContext) -> dict[str, Any]:
-    """The row of an accepted judgment, `is_final` aside (known at the end)."""
+    """The row of an accepted judgment (which attempt is final is `stg_rvp_judgments`')."""
     o = rec.obj
     judge, metrics = o["judge"], o["metrics"]
     return {
@@ -375,7 +387,7 @@ def judgment_row(rec: _Record, sha: str, ctx: EvalContext) -> dict[str, Any]:
 
 
 def _hallucination_rows(o: dict[str, Any], ctx: EvalContext) -> list[dict[str, Any]]:
-    """The hallucination rows of an accepted judgment, `is_final` aside."""
+    """The hallucination rows of an accepted judgment."""
     intervals = ctx.cases[o["case_id"]].intervals
     return [{
         "system": o["system"], "case_id": o["case_id"],

@@ -2,59 +2,46 @@
 one replayed.
 
 `judgments.write_tables` replays the parts in file order; earlier wins, so what the records of
-the first k files decide does not depend on the files after them. After a replay its state is
-saved here (`save`): the digests and identities seen, with where each was first seen, the
-accepted judgments and current GT compilations in the order they came, the `seq` each file
-started at, and the spilled rows (linked, not copied). The next run (`restore`) takes the files
-the two orders share from the start (the same parts: same file version, context and checks),
-rolls the state back to the first file that differs (every entry made later is dropped, the
-groups are rebuilt from the accepted judgments before it, the spilled rows filtered on `seq`),
-and replays only the rest: a file added at the end is the only one replayed, a file inserted
-earlier the files from there on, a changed first file everything (the full replay). The result
-is the same rows in the same order as a full replay, so the same bytes
-(tests/rynn_vp/test_judgment_replay). Not O(the new file) yet: the saved state (an entry per
-record) and the spilled rows are still read whole, and every table is sorted and written again.
+the first k files decide does not depend on the files after them, and neither do the rows they
+make: the tables are written a segment of files at a time (`judgments.segments`), each
+segment's rows into a part of its own. After a replay its state is saved here (`save`): the
+digests and identities seen, with where each was first seen, the accepted judgments and current
+GT compilations in the order they came, and the `seq` each file started at. The next run
+(`restore`) takes the files the two orders share from the start (the same parts: same file
+version, context and checks), rolls the state back to the start of a segment no later than the
+first file that differs (every entry made later is dropped, the groups are rebuilt from the
+accepted judgments before it), and replays only from there: a file added at the end replays the
+last segment (the new file and the few before it in that segment), a file inserted earlier the
+segments from there on, a changed first file everything (the full replay). The result is the same
+rows in the same parts, so the same bytes (tests/rynn_vp/test_judgment_replay). What is read
+whole is this small index (an entry per record, no rows).
 
 Deleting the folder costs one full replay. No Dagster import.
 """
 
 from __future__ import annotations
 
-import os
 import pickle
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 from dagster_project.parts import digest
 
 # Bump when the replay's decisions or its state change: the next run replays everything.
-REPLAY_VERSION = "1"
+REPLAY_VERSION = "2"
 STATE = "state.pickle"
 _LINE_BITS = 32  # as `judgments._LINE_BITS`: a place is (file index << 32) | line
 
 
-def _spill_name(name: str) -> str:
-    return f"{name}.spill.parquet"
-
-
 def save(folder: Path, names: Sequence[str], refused: Sequence[dict[str, Any]],
          state: Any) -> None:
-    """Keep the state of a finished replay of the parts `names` (in order) and its closed
-    spills in `folder` (replaced atomically)."""
+    """Keep the state of a finished replay of the parts `names` (in order) in `folder`
+    (replaced atomically)."""
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for name, spill in state.spills.items():
-        try:
-            os.link(spill.path, tmp / _spill_name(name))
-        except OSError:  # another file system
-            shutil.copyfile(spill.path, tmp / _spill_name(name))
     bounds = [state.seq] * (len(names) + 1)  # `seq` before file i (after the last: the end)
     for i in range(len(names) - 1, -1, -1):
         bounds[i] = state.starts.get(i, bounds[i + 1])
@@ -68,10 +55,12 @@ def save(folder: Path, names: Sequence[str], refused: Sequence[dict[str, Any]],
     tmp.rename(folder)
 
 
-def restore(folder: Path, state: Any, names: Sequence[str],
-            refused: Sequence[dict[str, Any]]) -> int:
-    """Roll the saved state of `folder` into the fresh `state` of a replay of the parts `names`:
-    the number of files it covers (their records need no replay), 0 if none."""
+def restore(folder: Path, state: Any, names: Sequence[str], refused: Sequence[dict[str, Any]],
+            starts: Sequence[int]) -> int:
+    """Roll the saved state of `folder` into the fresh `state` of a replay of the parts `names`,
+    back to the latest of `starts` (ascending file indexes where a replay may begin: the
+    segments' starts, up to the first one to write again) that the saved files cover: that
+    file index (the files before it need no replay), 0 if none."""
     try:
         with open(folder / STATE, "rb") as fh:
             saved = pickle.load(fh)
@@ -82,6 +71,7 @@ def restore(folder: Path, state: Any, names: Sequence[str],
     old, k = saved["names"], 0
     while k < min(len(old), len(names)) and old[k] == names[k]:
         k += 1
+    k = max((s for s in starts if s <= k), default=0)
     if k == 0:
         return 0
     bound, where = saved["bounds"][k], k << _LINE_BITS
@@ -98,8 +88,4 @@ def restore(folder: Path, state: Any, names: Sequence[str],
         if seq <= bound:
             state.current_gt(seq, case, run)
     state.seq = bound
-    for name, spill in state.spills.items():
-        for batch in pq.ParquetFile(folder / _spill_name(name)).iter_batches(65_536):
-            table = pa.Table.from_batches([batch])
-            spill.add_table(table.filter(pc.less_equal(table.column("_seq"), bound)))
     return k

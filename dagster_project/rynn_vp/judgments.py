@@ -8,44 +8,44 @@ compilation records, every other file judgment records; both are read and checke
 Every record ends up in exactly one place: an accepted row, or a reject row that says why and
 keeps the raw text. Repeated records are ignored (and listed), and an accepted judgment is never
 replaced: a different record with the same system/case/judge run/attempt is refused, because the
-judge must send a new attempt instead of rewriting history. Among the accepted attempts of one
-judge run the final one is marked; the stages each run went through become rows too.
+judge must send a new attempt instead of rewriting history. The stages each run went through
+become rows too. Which attempt of a judge run is final is the staging view's (`is_final` of
+`stg_rvp_judgments`: the highest manager review, else the highest attempt), so no row written
+depends on a record after it.
 
 Each file version is read, checked and made into rows once, into its part (`judgment_parts`);
-a run replays the parts. Memory is bounded by a batch, not by the records: the parts are read
-`BATCH_ROWS` rows at a time; what depends on the records before is decided one record at a time
-on its keys, and the rows of the accepted ones are taken from the batch as they are (columns,
-spilled to disk); only what decides later records stays in memory, a few hundred bytes per
-record: the digest of every record read and the place of its first sight, the identity of
-every accepted record, and per (system, case, judge run) its best attempt so far. `is_final`
-and the gt_compilation stage rows are known at the end; DuckDB then sorts the keys of each
-spilled table within `SORT_MEMORY` (the rest on disk), fetches its rows in that order a slice at
-a time (`SLICE_BYTES`), and it is written row group by row group (`ROW_GROUP_ROWS`,
-fewer if wide):
-a smaller table has exactly the bytes `tables.write_table` gives it, a larger one the same rows
-in more row groups, equal inputs always equal bytes.
+a run replays the parts in file order. What depends on the records before is decided one record
+at a time on its keys, and the rows of the accepted ones are taken from the batch as they are:
+only what decides later records stays in memory, a few hundred bytes per record (the digest of
+every record read and the place of its first sight, the identity of every accepted record, per
+(system, case, judge run) its best attempt so far). The files are cut into segments
+(`segments`: about `SEGMENT_FILES` files, at most about `SEGMENT_ROWS` records, the cuts a
+function of the names before them), and each table is kept in parts under `tables/raw/<name>/`,
+one per segment, named by the segment's number and a digest of every part name up to its end:
+a segment whose parts are there is neither replayed nor written again, given the replay's state
+at its start (`judgment_replay`). A file added at the end writes the last segment again; the
+gt_compilation stage rows of the evaluations that did not list one (known once every record is
+read, one per evaluation and judge run) are one part of `rvp_stages` rewritten each run. Memory
+holds a batch (`BATCH_ROWS` records) and a row group (`ROW_GROUP_ROWS` rows, fewer if wide).
+Equal inputs give equal parts, byte for byte.
 """
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import sys
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from functools import partial
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from dagster_project.parts import PartStore, digest
 from dagster_project.rynn_vp import judgment_replay
 from dagster_project.rynn_vp.judgment_parts import (
     BATCH_ROWS,
@@ -57,11 +57,13 @@ from dagster_project.rynn_vp.judgment_parts import (
     STAGES_SCHEMA,
     gt_stage_row,
     judgment_store,
+    part_rows,
     read_parts,
     sync_parts,
 )
 from dagster_project.rynn_vp.judgment_records import EvalContext, SourceFile, _reject
-from dagster_project.tables import rows_to_table, streaming_parquet, write_table
+from dagster_project.rynn_vp.judgment_replay import REPLAY_VERSION
+from dagster_project.tables import rows_to_table
 
 # The tables `write_tables` fills (raw_<name>), with their schemas
 JUDGMENT_TABLES = {
@@ -69,23 +71,15 @@ JUDGMENT_TABLES = {
     "rvp_hallucinations": HALLUCINATIONS_SCHEMA, "rvp_judgment_rejects": JUDGMENT_REJECTS_SCHEMA,
     "rvp_gt_compilations": GT_COMPILATIONS_SCHEMA, "rvp_stages": STAGES_SCHEMA,
 }
-# How each table is sorted. `_seq` numbers the records in file order, `_k` the rows one record
-# makes: they break ties as the order of reading did (rows of one line; stages of one attempt).
-ORDER_BY = {
-    "rvp_judgments": "system, case_id, judge_run_id, attempt",
-    "rvp_hallucinations": "system, case_id, judge_run_id, attempt, hallucination_no",
-    "rvp_judgment_rejects": "source_file, file_version, line IS NOT NULL, coalesce(line, 0), _seq",
-    "rvp_gt_compilations": "case_id, fingerprint, judge_run_id",
-    "rvp_stages": "system, case_id, judge_run_id, stage_no, coalesce(attempt, 0), _seq, _k",
-}
-# A written table's row groups: at most this many rows, closed sooner at this many bytes; what
-# is held to write one. A smaller table is one row group, as `tables.write_table` writes it.
+# A written part's row groups: at most this many rows, closed sooner at this many bytes; what
+# is held to write one.
 ROW_GROUP_ROWS = 16_384
 ROW_GROUP_BYTES = 32 * 2**20
-SORT_MEMORY = "128MB"  # DuckDB's memory for sorting a table; beyond it, it sorts on disk
-SLICE_BYTES = 2 * 2**20  # the rows of a table are sorted about this much at a time (whole batches)
-RELEASE_RECORDS = 50_000  # a smaller index is not worth a collection of the heap (~0.15 s)
-_AFTER_ALL = 2**62  # `_seq` of the gt_compilation stage rows, made once every record is read
+# A segment of files ends once it holds this many records, or after a file whose name's digest
+# is 0 modulo `SEGMENT_FILES` (a harness writing a file per judgment: ~64 files a segment).
+SEGMENT_ROWS = 16_384
+SEGMENT_FILES = 64
+GT_STAGES = "gt_compilation_stages"  # the label of `rvp_stages`' part of them (after the rest)
 _LINE_BITS = 32  # a place (file version, line) packed into one int: version index, then line
 
 
@@ -103,81 +97,102 @@ class IngestResult:
 
 @dataclass(frozen=True)
 class Written:
-    """What `write_tables` wrote: rows per table, and the repeated records it ignored."""
+    """What `write_tables` wrote: rows per table, the repeated records it ignored, the segments
+    it wrote (of how many), and the final attempts as the replay decided them (`ingest`:
+    `(system, case_id, judge_run_id, attempt)`)."""
 
     rows: dict[str, int]
     duplicates: int
+    segments: tuple[int, int]
+    finals: frozenset[tuple[str, str, str, int]] = field(compare=False, repr=False)
 
 
 @dataclass(slots=True)
 class _Group:
     """The accepted attempts of one (system, case, judge run), as far as the rest needs."""
 
-    best: tuple[bool, int]  # the final attempt's rank so far (`_final_rank`)
-    best_seq: int  # ... and its record
+    best: tuple[bool, int]  # the final attempt's rank so far: (a manager review, attempt)
     lists_gt_stage: bool  # an attempt listed its gt_compilation stage itself
 
 
-class _Spill:
-    """The rows of one table in the order they are made, plus the columns that sort them,
-    written to `path` (rows given one by one: every `BATCH_ROWS`)."""
+class _PartWriter:
+    """The rows of one table made by one segment, written as they come into a part, in row
+    groups of `ROW_GROUP_ROWS` rows (closed sooner at `ROW_GROUP_BYTES`): what is held is
+    one row group. A segment is always replayed from its start, so its batches, and so its
+    row groups and bytes, are the same in every run."""
 
-    def __init__(self, path: Path, schema: pa.Schema) -> None:
-        self.path, self.schema, self.rows, self.count = path, schema, [], 0
-        self.tail: Path | None = None  # a second file of rows (`_Ingest.finish`)
-        self.writer = pq.ParquetWriter(path, schema, compression="zstd", compression_level=1)
+    def __init__(self, store: PartStore, key: str, stack: ExitStack) -> None:
+        self.schema = store.schema
+        self.writer = stack.enter_context(store.streaming(key, self.schema))
+        self.dicts: list[dict[str, Any]] = []
+        self.pending: list[pa.RecordBatch] = []
+        self.held = 0
 
     def add(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
-        self.count += 1
-        if len(self.rows) == BATCH_ROWS:
-            self.flush()
+        self.dicts.append(row)
+        if len(self.dicts) == BATCH_ROWS:
+            self.add_table(rows_to_table([], self.schema))
 
-    def add_table(self, table: pa.Table) -> None:
+    def add_table(self, table: pa.Table, last: bool = False) -> None:
+        if self.dicts:
+            rows, self.dicts = rows_to_table(self.dicts, self.schema), []
+            self.add_table(rows)
         if table.num_rows:
-            self.writer.write_table(table.cast(self.schema))
-            self.count += table.num_rows
-
-    def flush(self) -> None:
-        if self.rows:
-            self.writer.write_table(rows_to_table(self.rows, self.schema))
-            self.rows = []
+            self.pending.extend(table.cast(self.schema).to_batches())
+            self.held += table.num_rows
+        # wide rows (a reject keeps up to 1 MB of raw text) close a row group sooner
+        while self.held >= ROW_GROUP_ROWS or (self.held and (
+                last or sum(b.nbytes for b in self.pending) >= ROW_GROUP_BYTES)):
+            whole = pa.Table.from_batches(self.pending, self.schema)
+            n = min(self.held, ROW_GROUP_ROWS)
+            self.writer.write(whole.slice(0, n).combine_chunks())
+            self.pending, self.held = whole.slice(n).to_batches(), self.held - n
 
     def close(self) -> None:
-        self.flush()
-        self.writer.close()
+        """The last rows out (the part appears when the segment's `ExitStack` closes)."""
+        self.add_table(rows_to_table([], self.schema), last=True)
 
 
-def _spill_schema(name: str) -> pa.Schema:
-    # is_final is known at the end (from `_seq`); the sort columns are dropped when written
-    fields = [f for f in JUDGMENT_TABLES[name] if f.name != "is_final"]
-    return pa.schema([*fields, pa.field("_seq", pa.int64()), pa.field("_k", pa.int64())])
+def _rows_of(column: pa.Array) -> pa.Table:
+    """The struct rows `column` (one per record) as a table."""
+    return pa.Table.from_struct_array(column)
 
 
-def _rows_of(column: pa.Array, seqs: pa.Array) -> pa.Table:
-    """The struct rows `column` (one per record) as a table, with `_seq` = `seqs`, `_k` = 0."""
-    table = pa.Table.from_struct_array(column)
-    return table.append_column("_seq", seqs).append_column(
-        "_k", pa.array(np.zeros(len(seqs), np.int64)))
+def _list_rows_of(column: pa.Array) -> pa.Table:
+    """The struct rows of list `column` (a list per record) as a table, in list order."""
+    return pa.Table.from_struct_array(pc.list_flatten(column))
 
 
-def _list_rows_of(column: pa.Array, seqs: pa.Array) -> pa.Table:
-    """The struct rows of list `column` (a list per record) as a table: `_seq` that of the
-    record, `_k` the row's place in its list."""
-    table = pa.Table.from_struct_array(pc.list_flatten(column))
-    parents = pc.list_parent_indices(column).to_numpy()
-    offsets = column.offsets.to_numpy()
-    k = np.arange(len(parents), dtype=np.int64) - (offsets[parents] - offsets[0])
-    return table.append_column("_seq", pc.take(seqs, pa.array(parents))).append_column(
-        "_k", pa.array(k))
+def segments(names: Sequence[str], rows: Sequence[int], refused: Sequence[dict[str, Any]]
+             ) -> list[tuple[int, int, str]]:
+    """The file versions (their parts `names`, with their `rows`) cut into segments, each
+    `(first, end, digest)`: a segment ends after a file that brings its records to
+    `SEGMENT_ROWS`, or after a file whose part name's digest is 0 modulo `SEGMENT_FILES`, so the
+    cuts depend on the names before them only (a file added at the end joins the last
+    segment, or starts one). `digest` covers the refused rows and every part name up to the
+    segment's end: what its rows depend on."""
+    out: list[tuple[int, int, str]] = []
+    chain, first, held = digest(REPLAY_VERSION, list(refused)), 0, 0
+    for i, (name, n) in enumerate(zip(names, rows, strict=True)):
+        chain, held = digest(chain, name), held + n
+        if held >= SEGMENT_ROWS or int(digest(name)[:8], 16) % SEGMENT_FILES == 0 \
+                or i == len(names) - 1:
+            out.append((first, i + 1, chain))
+            first, held = i + 1, 0
+    return out or [(0, 0, chain)]
+
+
+def judgment_table_stores(home: Path) -> dict[str, PartStore]:
+    """The part stores of the judgment tables, `tables/raw/<name>/`."""
+    return {name: PartStore.of_table(home, name, REPLAY_VERSION, schema)
+            for name, schema in JUDGMENT_TABLES.items()}
 
 
 class _Ingest:
-    def __init__(self, files: Sequence[SourceFile], work: Path) -> None:
+    def __init__(self, files: Sequence[SourceFile]) -> None:
         self.index = {sf: i for i, sf in enumerate(files)}
         self.files = list(files)
-        self.spills = {name: _Spill(work / f"{name}.spill.parquet", _spill_schema(name))
-                       for name in JUDGMENT_TABLES}
+        self.out: dict[str, _PartWriter] = {}  # the segment being written, per table
         self.duplicates = 0
         self.seq = 0  # the item being taken, in file order
         # What decides later records, compactly: record digest + kind -> where first seen;
@@ -199,10 +214,10 @@ class _Ingest:
         self.log.append((seq, group, rank, lists_gt))
         g = self.groups.get(group)
         if g is None:
-            self.groups[group] = _Group(rank, seq, lists_gt)
+            self.groups[group] = _Group(rank, lists_gt)
         else:
             if rank > g.best:  # among equals the first stays (as `max` would keep it)
-                g.best, g.best_seq = rank, seq
+                g.best = rank
             g.lists_gt_stage |= lists_gt
 
     def current_gt(self, seq: int, case: str, run: str) -> None:
@@ -213,8 +228,8 @@ class _Ingest:
         sf = self.files[where >> _LINE_BITS]
         return f"{sf.source_file} v{sf.version} line {where & ((1 << _LINE_BITS) - 1)}"
 
-    def add(self, name: str, row: dict[str, Any], k: int = 0) -> None:
-        self.spills[name].add({**row, "_seq": self.seq, "_k": k})
+    def add(self, name: str, row: dict[str, Any]) -> None:
+        self.out[name].add(row)
 
     def problem(self, row: dict[str, Any]) -> None:
         """A reject row of the reader (unreadable record or file)."""
@@ -234,12 +249,10 @@ class _Ingest:
                 for f in ("system", "case_id", "judge_run_id", "attempt", "attempt_kind")}
         gt_keys = {f: gt.field(f).to_pylist() for f in ("case_id", "judge_run_id", "is_current")}
         accepted = np.zeros(n, bool)
-        seqs = np.zeros(n, np.int64)
         for i in range(n):
             sf = files[cols["idx"][i]]
             self.starts.setdefault(self.index[sf], self.seq)
             self.seq += 1
-            seqs[i] = self.seq
             line = cols["line"][i]
             if cols["problem"][i] is not None:
                 self.add("rvp_judgment_rejects", _reject(sf, line, cols["problem"][i],
@@ -292,9 +305,7 @@ class _Ingest:
             self.accept(self.seq, group, rank, cols["lists_gt"][i])
         if not accepted.any():
             return
-        mask, seq = pa.array(accepted), pa.array(seqs)
-        kept = batch.filter(mask)
-        kept_seq = seq.filter(mask)
+        kept = batch.filter(pa.array(accepted))
         judgments = pc.is_valid(kept.column("judgment"))
         for name, column, rows_of in (
                 ("rvp_judgments", "judgment", _rows_of),
@@ -302,8 +313,7 @@ class _Ingest:
                 ("rvp_stages", "stages", _list_rows_of),
                 ("rvp_gt_compilations", "gt", _rows_of)):
             which = judgments if column != "gt" else pc.invert(judgments)
-            self.spills[name].add_table(rows_of(kept.column(column).filter(which),
-                                                kept_seq.filter(which)))
+            self.out[name].add_table(rows_of(kept.column(column).filter(which)))
 
     def reject(self, batch: pa.RecordBatch, i: int, sf: SourceFile,
                reasons: Sequence[str]) -> None:
@@ -318,139 +328,100 @@ class _Ingest:
         self.dup_seqs.append(self.seq)
         self.reject(batch, i, sf, [f"duplicate of {self.where_text(first)} ({how}): ignored"])
 
-    # --- rows ------------------------------------------------------------------------------
-
-    def finish(self, out: Mapping[str, Path], work: Path,
-               save: Callable[[_Ingest], None] | None = None) -> Written:
-        """The rows known only once every record is read, then every table sorted into `out`
-        (`save`: given the state after the last record, the spills closed)."""
-        for spill in self.spills.values():
-            spill.close()
-        if save is not None:
-            save(self)
-        self.seq = _AFTER_ALL
-        # the gt_compilation stage rows: a spill of their own, after the replay's
-        tail = _Spill(work / "rvp_stages.tail.spill.parquet", _spill_schema("rvp_stages"))
-        self.spills["rvp_stages"].tail = tail.path
-        for group, g in self.groups.items():
-            if not g.lists_gt_stage:
-                tail.add({**gt_stage_row(group, self.current.get(group[1], set())),
-                          "_seq": self.seq, "_k": 0})
-        tail.close()
-        self.spills["rvp_stages"].count += tail.count
-        finals = pa.table({"seq": sorted(g.best_seq for g in self.groups.values())},
-                          schema=pa.schema([("seq", pa.int64())]))
-        held = len(self.seen)
-        self.groups.clear()
-        self.seen.clear()
-        self.judgments.clear()
-        self.gts.clear()
-        self.log.clear()
-        if held >= RELEASE_RECORDS:
-            _release_freed_memory()  # the index's pages, before DuckDB takes its own
-        rows = {}
-        for name, schema in JUDGMENT_TABLES.items():
-            # a connection per table: what DuckDB kept for one sort is freed before the next
-            con = duckdb.connect(":memory:", config={
-                "python_enable_replacements": False, "memory_limit": SORT_MEMORY, "threads": 1,
-                "temp_directory": str(work / "sort")})
-            try:
-                con.register("finals", finals)
-                rows[name] = _write_sorted(con, self.spills[name], out[name], schema,
-                                           ORDER_BY[name])
-            finally:
-                con.close()
-        return Written(rows, self.duplicates)
+    def gt_stage_rows(self) -> pa.Table:
+        """The gt_compilation stage of every evaluation and judge run whose attempts did not
+        list it, known once every record is read: by (system, case, judge run)."""
+        rows = [gt_stage_row(group, self.current.get(group[1], set()))
+                for group, g in sorted(self.groups.items()) if not g.lists_gt_stage]
+        return rows_to_table(rows, STAGES_SCHEMA)
 
 
-def _write_sorted(con: duckdb.DuckDBPyConnection, spill: _Spill, path: Path,
-                  schema: pa.Schema, order_by: str) -> int:
-    """The spilled rows sorted into table `path` (`is_final`: the record is a group's final
-    attempt), `ROW_GROUP_ROWS` rows per row group, each written from one contiguous table so
-    that equal rows give equal bytes; the number of rows.
-
-    Only the sort keys are sorted whole (into each row's position); the rows themselves are
-    then sorted a slice of positions at a time (`SLICE_BYTES` of them, in whole `BATCH_ROWS`),
-    each fetched by a join on its positions: DuckDB never holds more than a slice of wide rows,
-    and the batches are those one sort of every row would give."""
-    if spill.count == 0:
-        write_table(schema.empty_table(), path)
-        return 0
-    columns = ", ".join("s._seq IN (SELECT seq FROM finals) AS is_final" if n == "is_final"
-                        else f's."{n}"' for n in schema.names)
-    spilled = "read_parquet(?, filename = true, file_row_number = true) AS s"
-    files = [str(p) for p in (spill.path, spill.tail) if p is not None]
-    # a table keeps the order it is filled in: row `rowid` of `positions` is the rowid-th
-    con.execute(f"CREATE OR REPLACE TEMP TABLE positions AS SELECT s.filename AS f, "
-                f"s.file_row_number AS r FROM {spilled} ORDER BY {order_by}", [files])
-    metas = [pq.ParquetFile(p).metadata for p in files]
-    row_bytes = sum(m.row_group(i).total_byte_size for m in metas for i in range(m.num_row_groups))
-    row_bytes = max(1, row_bytes // spill.count)
-    step = max(1, SLICE_BYTES // (row_bytes * BATCH_ROWS)) * BATCH_ROWS
-    readers = (con.sql(f"SELECT {columns} FROM {spilled} JOIN (SELECT rowid AS pos, f, r FROM "
-                       "positions WHERE rowid >= ? AND rowid < ?) AS p ON s.filename = p.f AND "
-                       "s.file_row_number = p.r ORDER BY p.pos",
-                       params=[files, lo, lo + step]).to_arrow_reader(BATCH_ROWS)
-               for lo in range(0, spill.count, step))
-    pending: list[pa.RecordBatch] = []
-    held = 0
-    with streaming_parquet(path, schema) as writer:
-        for batch in chain(chain.from_iterable(readers), [None]):
-            if batch is not None:
-                pending.append(batch.cast(schema))
-                held += batch.num_rows
-            # wide rows (a reject keeps up to 1 MB of raw text) close a row group sooner
-            while held >= ROW_GROUP_ROWS or (held and (
-                    batch is None or sum(b.nbytes for b in pending) >= ROW_GROUP_BYTES)):
-                table = pa.Table.from_batches(pending, schema)
-                n = min(held, ROW_GROUP_ROWS)
-                writer.write(table.slice(0, n).combine_chunks())
-                pending, held = table.slice(n).to_batches(), held - n
-    return spill.count
-
-
-def _release_freed_memory() -> None:
-    """Give the pages of freed objects back to the system: glibc keeps them otherwise, and the
-    sort that follows would come on top of them (the peak of a run)."""
-    gc.collect()
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None).malloc_trim(0)
-
-
-def write_tables(files: Sequence[SourceFile], ctx: EvalContext, out: Mapping[str, Path],
-                 work: Path, parts: Mapping[SourceFile, Path] | None = None,
+def write_tables(files: Sequence[SourceFile], ctx: EvalContext,
+                 stores: Mapping[str, PartStore], work: Path,
+                 parts: Mapping[SourceFile, Path] | None = None,
                  refused: Sequence[dict[str, Any]] = (),
                  checkpoint: Path | None = None) -> Written:
     """Every record of `files` (in the given order; earlier wins) into rows or reject rows,
-    written to the tables `out` (name -> path, every name of `JUDGMENT_TABLES`), streamed (see
-    the module notes); `work`: an empty folder for the spilled rows. `parts`: the part of
-    every file version (`judgment_parts.sync_parts`, checked against this same context); without
-    them, each file is read and checked into a part in `work` first. `refused`: reject rows
-    found before reading (links that lead out of the folder), written first. `checkpoint`: a
-    folder for the replay's state (`judgment_replay`): the files the last run replayed in the
-    same order (and parts) are not replayed again, only those from the first that differs."""
+    written to the tables `stores` (name -> its part store, every name of `JUDGMENT_TABLES`;
+    `judgment_table_stores`) a segment at a time (see the module notes). `work`: a folder for
+    the parts when `parts` is not given (the part of every file version, checked against this
+    same context: `judgment_parts.sync_parts`). `refused`: reject rows found before reading
+    (links that lead out of the folder), the first rows written. `checkpoint`: a folder for the
+    replay's state (`judgment_replay`): the segments before the first one missing are then
+    neither replayed nor written."""
     if parts is None:
         parts, _ = sync_parts(judgment_store(work), files, ctx)
-    state = _Ingest(files, work)
     names = [parts[sf].name for sf in files]
-    start = judgment_replay.restore(checkpoint, state, names, refused) if checkpoint else 0
-    if not start:
-        for row in refused:
-            state.problem(row)
-    for batch, batch_files in read_parts([(sf, parts[sf]) for sf in files[start:]]):
-        state.take(batch, batch_files)
-    save = None if checkpoint is None else partial(judgment_replay.save, checkpoint, names,
-                                                   refused)
-    return state.finish(out, work, save)
+    rows = part_rows([parts[sf] for sf in files])
+    segs = segments(names, rows, refused)
+    keys = [{name: store.key(f"{n:05d}", chain) for name, store in stores.items()}
+            for n, (_, _, chain) in enumerate(segs)]
+    tail = stores["rvp_stages"].key(GT_STAGES, segs[-1][2])
+    for name, store in stores.items():
+        store.keep([k[name] for k in keys] + ([tail] if name == "rvp_stages" else []))
+        store.ensure_schema()
+    todo = next((n for n, k in enumerate(keys)
+                 if not all(stores[name].has(key) for name, key in k.items())), len(segs))
+    # where the replay may begin: a segment's start, up to the first segment to write (after
+    # the last file when every segment is there: the state is then all that is needed)
+    starts = [first for first, _, _ in segs[:todo]] + [segs[todo][0] if todo < len(segs)
+                                                        else len(names)]
+    state = _Ingest(files)
+    start = judgment_replay.restore(checkpoint, state, names, refused, starts) \
+        if checkpoint else 0
+    written = 0
+    for n, (first, end, _) in enumerate(segs):
+        if first < start:
+            continue  # its rows are those of the state's files, and are there
+        written += 1
+        with ExitStack() as stack:
+            state.out = {name: _PartWriter(stores[name], keys[n][name], stack)
+                         for name in JUDGMENT_TABLES}
+            if n == 0:
+                for row in refused:
+                    state.problem(row)
+            for batch, batch_files in read_parts([(sf, parts[sf]) for sf in files[first:end]],
+                                                 rows[first:end]):
+                state.take(batch, batch_files)
+            for writer in state.out.values():
+                writer.close()
+        state.out = {}
+    if checkpoint is not None:
+        judgment_replay.save(checkpoint, names, refused, state)
+    stores["rvp_stages"].write(tail, state.gt_stage_rows())
+    finals = frozenset((*group, g.best[1]) for group, g in state.groups.items())
+    return Written({name: store.rows() for name, store in stores.items()}, state.duplicates,
+                   (written, len(segs)), finals)
+
+
+_INGEST_ORDER = {
+    "rvp_judgments": lambda r: (r["system"], r["case_id"], r["judge_run_id"], r["attempt"]),
+    "rvp_hallucinations": lambda r: (r["system"], r["case_id"], r["judge_run_id"], r["attempt"],
+                                     r["hallucination_no"]),
+    "rvp_judgment_rejects": lambda r: (r["source_file"], r["file_version"] or 0,
+                                       r["line"] is not None, r["line"] or 0),
+    "rvp_gt_compilations": lambda r: (r["case_id"], r["fingerprint"], r["judge_run_id"]),
+    "rvp_stages": lambda r: (r["system"], r["case_id"], r["judge_run_id"], r["stage_no"],
+                             r["attempt"] or 0),
+}
 
 
 def ingest(files: Sequence[SourceFile], ctx: EvalContext,
            parts: Mapping[SourceFile, Path] | None = None) -> IngestResult:
-    """`write_tables` into a temporary folder, read back as rows: for small inputs."""
+    """`write_tables` into a temporary folder, read back as rows sorted by their keys (file
+    order among equals), each judgment and hallucination with `is_final` as the replay decided
+    it: for small inputs."""
     with tempfile.TemporaryDirectory(prefix="judgments-") as tmp:
-        out = {name: Path(tmp) / f"{name}.parquet" for name in JUDGMENT_TABLES}
-        written = write_tables(files, ctx, out, Path(tmp), parts)
-        rows = {name: pq.read_table(path).to_pylist() for name, path in out.items()}
+        stores = {name: PartStore(Path(tmp) / name, REPLAY_VERSION, schema)
+                  for name, schema in JUDGMENT_TABLES.items()}
+        written = write_tables(files, ctx, stores, Path(tmp), parts)
+        rows = {name: sorted((r for k in store.all_keys() for r in store.load(k).to_pylist()),
+                             key=_INGEST_ORDER[name])  # stable: file order among equals
+                for name, store in stores.items()}
+    for name in ("rvp_judgments", "rvp_hallucinations"):
+        for r in rows[name]:
+            r["is_final"] = (r["system"], r["case_id"], r["judge_run_id"],
+                             r["attempt"]) in written.finals
     return IngestResult(judgments=rows["rvp_judgments"],
                         hallucinations=rows["rvp_hallucinations"],
                         rejects=rows["rvp_judgment_rejects"],

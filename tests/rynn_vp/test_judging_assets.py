@@ -132,8 +132,8 @@ def judging_home(demo_warehouse, tmp_path):
     shutil.copytree(demo_warehouse.home, home, ignore=shutil.ignore_patterns("dagster", ".built"))
     drop = tmp_path / "judgments"
     shutil.copytree(demo_warehouse.judgments_root(), drop)
-    for sub in ("rvp_judgment_files.parquet", "rvp_judgments.parquet"):
-        (home / "tables" / "raw" / sub).unlink()
+    (home / "tables" / "raw" / "rvp_judgment_files.parquet").unlink()
+    shutil.rmtree(home / "tables" / "raw" / "rvp_judgments")  # its parts
     return settings_for(home, judgments_dir=str(drop)), drop
 
 

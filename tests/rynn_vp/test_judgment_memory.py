@@ -35,8 +35,8 @@ _MEASURE = textwrap.dedent("""
     files = [SourceFile(path.name, 1, sys.argv[3], path)]
     tracemalloc.start()
     found, _ = parts.sync_parts(parts.judgment_store(work / "cache"), files, CTX)
-    out = {{name: work / f"{{name}}.parquet" for name in judgments.JUDGMENT_TABLES}}
-    written = judgments.write_tables(files, CTX, out, work, found)
+    stores = judgments.judgment_table_stores(work)
+    written = judgments.write_tables(files, CTX, stores, work, found)
     peak = tracemalloc.get_traced_memory()[1] + pa.default_memory_pool().max_memory()
     # VmHWM: this process image's own peak. ru_maxrss would not do: Linux carries the
     # pre-exec image's peak over an exec, and a forked pytest holds hundreds of MB.

@@ -94,13 +94,19 @@ def test_the_asset_reads_each_version_once(demo_warehouse, tmp_path):
     assert len(after) == len(parts) + 1
 
 
-def _tables(files, parts, work) -> dict[str, bytes]:
-    from dagster_project.rynn_vp.judgments import JUDGMENT_TABLES, write_tables
+def table_bytes(stores) -> dict[str, dict[str, bytes]]:
+    """The judgment tables as written: table -> part file -> its bytes."""
+    return {name: {p.name: p.read_bytes() for p in sorted(store.folder.glob("*.parquet"))}
+            for name, store in stores.items()}
+
+
+def _tables(files, parts, work) -> dict[str, dict[str, bytes]]:
+    from dagster_project.rynn_vp.judgments import judgment_table_stores, write_tables
 
     work.mkdir()
-    out = {name: work / f"{name}.parquet" for name in JUDGMENT_TABLES}
-    write_tables(files, CTX, out, work, parts)
-    return {name: path.read_bytes() for name, path in out.items()}
+    stores = judgment_table_stores(work)
+    write_tables(files, CTX, stores, work, parts)
+    return table_bytes(stores)
 
 
 def test_one_more_file_is_read_alone_and_gives_the_tables_of_a_fresh_start(tmp_path):

@@ -6,20 +6,29 @@ from __future__ import annotations
 
 import shutil
 
-from dagster_project.rynn_vp import judgment_replay
+import pytest
+
+from dagster_project.rynn_vp import judgment_replay, judgments
 from dagster_project.rynn_vp.judgment_parts import judgment_store, sync_parts
-from dagster_project.rynn_vp.judgments import JUDGMENT_TABLES, write_tables
-from tests.rynn_vp.test_judgment_parts import _mixed_files
+from dagster_project.rynn_vp.judgments import judgment_table_stores, write_tables
+from tests.rynn_vp.test_judgment_parts import _mixed_files, table_bytes
 from tests.rynn_vp.test_judgment_records import CTX, PLANNED, Drop
 from tests.rynn_vp.test_judgment_records import record as judgment
 
 
+@pytest.fixture(autouse=True)
+def _a_segment_per_file(monkeypatch):
+    """Every file a segment of its own (a file of records reaches SEGMENT_ROWS), so a replay can
+    resume at any file."""
+    monkeypatch.setattr(judgments, "SEGMENT_ROWS", 1)
+
+
 def _run(files, store, work, checkpoint=None, refused=()):
     parts, _ = sync_parts(store, files, CTX)
-    work.mkdir(parents=True)
-    out = {name: work / f"{name}.parquet" for name in JUDGMENT_TABLES}
-    written = write_tables(files, CTX, out, work, parts, refused, checkpoint)
-    return {name: path.read_bytes() for name, path in out.items()}, written
+    work.mkdir(parents=True, exist_ok=True)
+    stores = judgment_table_stores(work)
+    written = write_tables(files, CTX, stores, work, parts, refused, checkpoint)
+    return table_bytes(stores), written
 
 
 def _check(tmp_path, before, after, refused=(), covered=None):
@@ -36,16 +45,19 @@ def _check(tmp_path, before, after, refused=(), covered=None):
 
     judgment_replay.restore = spy
     try:
-        resumed, written = _run(after, store, tmp_path / "w1", checkpoint, refused)
+        resumed, written = _run(after, store, tmp_path / "w0", checkpoint, refused)
     finally:
         judgment_replay.restore = real
     if covered is not None:
         assert calls == [covered]
     full, full_written = _run(after, store, tmp_path / "w2", None, refused)
     assert resumed == full
-    assert written == full_written
+    assert (written.rows, written.duplicates) == (full_written.rows, full_written.duplicates)
+    assert written.finals == full_written.finals
+    if covered is not None:  # a segment per file: those from the first to replay are written
+        assert written.segments == (len(after) - covered, len(after))
     # and the kept state now is that of `after`: resuming again changes nothing
-    again, _ = _run(after, store, tmp_path / "w3", checkpoint, refused)
+    again, _ = _run(after, store, tmp_path / "w0", checkpoint, refused)
     assert again == full
     return full
 
@@ -84,7 +96,7 @@ def test_other_refused_rows_or_a_lost_checkpoint_replay_everything(tmp_path):
     (tmp_path / "r2").mkdir()
     store = judgment_store(tmp_path / "r2" / "cache")
     _run(files, store, tmp_path / "r2" / "w0", tmp_path / "r2" / "replay")
-    assert judgment_replay.restore(tmp_path / "r2" / "replay", _Probe(), [], refused) == 0
+    assert judgment_replay.restore(tmp_path / "r2" / "replay", _Probe(), [], refused, [0]) == 0
     shutil.rmtree(tmp_path / "r2" / "replay")
     full, _ = _run(files, store, tmp_path / "r2" / "w1", None, refused)
     lost, _ = _run(files, store, tmp_path / "r2" / "w2", tmp_path / "r2" / "replay", refused)
@@ -108,3 +120,44 @@ def test_parts_checked_by_several_processes_are_those_of_one(tmp_path, monkeypat
     many, written = sync_parts(judgment_store(tmp_path / "many"), files, CTX)
     assert len(written) == len(files)
     assert [many[sf].read_bytes() for sf in files] == [one[sf].read_bytes() for sf in files]
+
+
+def test_segments_are_cut_by_the_names_before_them_and_close_at_their_rows(monkeypatch):
+    monkeypatch.setattr(judgments, "SEGMENT_FILES", 4)
+    monkeypatch.setattr(judgments, "SEGMENT_ROWS", 10)
+    names = [f"part-{i}" for i in range(40)]
+    rows = [1] * 20 + [7] * 20
+    cuts = judgments.segments(names, rows, [])
+    assert [s[0] for s in cuts] == [0, *(s[1] for s in cuts[:-1])] and cuts[-1][1] == 40
+    # at least one cut by a name's digest and one by rows, none past SEGMENT_ROWS + a file
+    assert any(sum(rows[a:b]) < 10 and b < 40 for a, b, _ in cuts)
+    assert all(sum(rows[a:b - 1]) < 10 for a, b, _ in cuts)
+    # a file added at the end leaves the segments before the last as they were
+    more = judgments.segments([*names, "part-new"], [*rows, 3], [])
+    assert more[:len(cuts) - 1] == cuts[:-1] and more[-1][1] == 41
+    # what a segment's rows depend on: its digest covers every name before, and the refused
+    assert judgments.segments(["other", *names[1:]], rows, [])[-1][2] != cuts[-1][2]
+    assert judgments.segments(names, rows, [{"source_file": "x"}])[0][2] != cuts[0][2]
+
+
+def test_a_file_added_at_the_end_writes_the_last_segment_alone(tmp_path, monkeypatch):
+    monkeypatch.setattr(judgments, "SEGMENT_ROWS", 3)  # a few files a segment
+    drop = Drop(tmp_path / "drop")
+    files = _mixed_files(drop)
+    store = judgment_store(tmp_path / "cache")
+    parts, _ = sync_parts(store, files, CTX)
+    stores = judgment_table_stores(tmp_path / "home")
+    checkpoint = tmp_path / "replay"
+    first = write_tables(files, CTX, stores, tmp_path, parts, (), checkpoint)
+    assert first.segments[0] == first.segments[1] > 2
+    before = {p: p.stat().st_ino for s in stores.values() for p in s.folder.glob("*.parquet")}
+    late = drop.jsonl("z-late.jsonl", [judgment(attempt=3, attempt_kind="retry")])
+    parts, _ = sync_parts(store, [*files, late], CTX)
+    again = write_tables([*files, late], CTX, stores, tmp_path, parts, (), checkpoint)
+    assert again.segments == (1, first.segments[1])  # the last segment, now with the new file
+    after = {p: p.stat().st_ino for s in stores.values() for p in s.folder.glob("*.parquet")}
+    kept = {p for p in before if p in after and after[p] == before[p]}
+    last = f"{first.segments[1] - 1:05d}."
+    assert {p for p in before if p not in kept} == {
+        p for p in before if p.name.startswith((last, judgments.GT_STAGES))}
+    assert again.rows["rvp_judgments"] == first.rows["rvp_judgments"] + 1

@@ -8,7 +8,6 @@ and the clamping of `rvp_intervals`, which it declares as a dependency.
 """
 
 import dataclasses
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -76,7 +75,7 @@ from dagster_project.rynn_vp.judgment_parts import (
     sync_parts,
 )
 from dagster_project.rynn_vp.judgment_records import SourceFile
-from dagster_project.rynn_vp.judgments import JUDGMENT_TABLES, write_tables
+from dagster_project.rynn_vp.judgments import JUDGMENT_TABLES, judgment_table_stores, write_tables
 from dagster_project.rynn_vp.packets import (
     PACKET_INPUTS,
     PACKETS_VERSION,
@@ -409,17 +408,17 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     parts, written = sync_parts(judgment_store(s.cache_dir), files, ctx)
     context.log.info(f"{len(written)} file versions read and checked, "
                      f"{len(files) - len(written)} replayed from their parts")
-    out = {name: benchlake.table_path(name) for name in JUDGMENT_TABLES}
-    s.cache_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="judgments-", dir=s.cache_dir) as work:
-        result = write_tables(files, ctx, out, Path(work), parts, escaped,
-                              s.cache_dir / "judgment_replay")  # kept for the next run
+    for name in JUDGMENT_TABLES:  # as an earlier version wrote it, whole
+        benchlake.table_path(name).unlink(missing_ok=True)
+    result = write_tables(files, ctx, judgment_table_stores(s.home), s.cache_dir, parts, escaped,
+                          s.cache_dir / "judgment_replay")  # kept for the next run
     # the versions last: the sensor's cursor reads them as ingested
     yield write_and_describe(context, benchlake, "rvp_judgment_files",
                              rows_to_table(versions, VERSIONS_SCHEMA), inputs=inputs)
     for name in JUDGMENT_TABLES:
         extra = {"duplicates_ignored": result.duplicates} if name == "rvp_judgments" else {}
-        work = {"file_versions_checked": len(written)} if name == "rvp_judgments" else {}
+        work = ({"file_versions_checked": len(written), "segments_written": result.segments[0]}
+                if name == "rvp_judgments" else {})
         yield describe_written(context, benchlake, name, result.rows[name], inputs, work,
                                **extra)
 
