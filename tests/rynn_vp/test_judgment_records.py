@@ -607,3 +607,54 @@ def test_the_compiled_schema_never_accepts_what_jsonschema_refuses(schema, make)
 def test_canonical_json_is_json_dumps(value: Any) -> None:
     """The digests and stored values of every record depend on these exact bytes."""
     assert canonical_json(value) == json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _staging_view(con, model: str, sources: dict[str, str]) -> None:
+    """Staging model `model` as a DuckDB view, its dbt `source()` and `ref()` calls replaced by
+    the relations `sources` names (the SQL as dbt compiles it, without a dbt run)."""
+    import re
+
+    from dagster_project.settings import SQL_DIR
+
+    sql = (SQL_DIR / "models" / "rynn_vp" / "staging" / f"{model}.sql").read_text()
+    sql = re.sub(r"\{\{\s*(?:source\('rynn_vp_raw',\s*|ref\()'(\w+)'\)\s*\}\}",
+                 lambda m: sources[m.group(1)], sql)
+    con.execute(f"CREATE VIEW {model} AS {sql}")
+
+
+def test_the_staging_view_marks_the_final_attempts_the_replay_decides(drop: Drop, tmp_path):
+    """`is_final` is the view's (no written row depends on a later record): on manager reviews
+    below and above retries, repairs, several judge runs and systems, spread over files, it
+    marks exactly the attempts the replay ranks final, and the hallucinations follow."""
+    import duckdb
+
+    from dagster_project.rynn_vp.judgments import judgment_table_stores, write_tables
+
+    hall = [{"entity": "pillow", "locus": "2.2s-5.4s", "contradictory_observations": ["x"],
+             "affected_chain": "fold", "severity": "major"}]
+    files = [drop.jsonl("a.jsonl", [record(hallucinations=hall),
+                                    record(attempt=2, attempt_kind="manager_review"),
+                                    record(judge_run_id="run-2", attempt=2, attempt_kind="retry")]),
+             drop.jsonl("b.jsonl", [record(attempt=3, attempt_kind="retry"),
+                                    record(judge_run_id="run-2"),
+                                    record(system=STORY, attempt=4, attempt_kind="repair")]),
+             drop.jsonl("c.jsonl", [record(attempt=4, attempt_kind="manager_review",
+                                           hallucinations=hall),
+                                    record(attempt=5, attempt_kind="repair"),
+                                    record(system=STORY, attempt=2, attempt_kind="retry")])]
+    stores = judgment_table_stores(tmp_path / "home")
+    written = write_tables(files, CTX, stores, tmp_path)
+    con = duckdb.connect()
+    raw = {name: f"read_parquet('{stores[name].folder}/*.parquet')"
+           for name in ("rvp_judgments", "rvp_hallucinations")}
+    _staging_view(con, "stg_rvp_judgments", raw)
+    _staging_view(con, "stg_rvp_hallucinations", {**raw, "stg_rvp_judgments": "stg_rvp_judgments"})
+    rows = con.execute("SELECT system, case_id, judge_run_id, attempt, is_final "
+                       "FROM stg_rvp_judgments").fetchall()
+    assert len(rows) == 9 and {r[:4] for r in rows if r[4]} == written.finals
+    assert written.finals == {(VEO, PLAIN, "run-1", 4), (VEO, PLAIN, "run-2", 2),
+                              (STORY, PLAIN, "run-1", 4)}
+    halls = con.execute("SELECT system, case_id, judge_run_id, attempt, is_final "
+                        "FROM stg_rvp_hallucinations").fetchall()
+    assert sorted(h[3:] for h in halls) == [(1, False), (4, True)]
+    assert all(h[4] == (h[:4] in written.finals) for h in halls)
