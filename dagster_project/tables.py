@@ -77,13 +77,14 @@ def content_version(home: Path, name: str, part: str | None = None) -> str:
     return digest.hexdigest()[:32]
 
 
-def connect_raw(home: Path, names: Iterable[str], parts: Iterable[str] | None = None,
-                stored: bool = False) -> Any:
+def connect_raw(home: Path, names: Iterable[str],
+                parts: Mapping[str, Iterable[str]] | None = None, stored: bool = False) -> Any:
     """An in-memory DuckDB where each raw table of `names` is the view `raw.<name>`, its path
     columns absolute. For the Python assets that join their raw inputs: they read tables they
     declare (`raw_<name>` assets), never the dbt models. A table not materialized yet has no
-    view. With `parts` (labels), a table kept in parts is read from those parts only (e.g. the
-    evidence tables' parts of a few cases: opening every part is what a query would cost).
+    view. `parts`: per table kept in parts labelled by what they hold, the labels of the parts
+    to read (e.g. the evidence tables' parts of a few cases: opening every part is what a
+    query would cost); the tables it does not name are read whole.
     `stored`: the path columns as stored, relative to the home (for keys the same in every
     home)."""
     import duckdb
@@ -93,10 +94,10 @@ def connect_raw(home: Path, names: Iterable[str], parts: Iterable[str] | None = 
     con = duckdb.connect(":memory:", config={"python_enable_replacements": False})
     con.execute("CREATE SCHEMA raw")
     home_sql = str(home).replace("'", "''")
-    wanted = None if parts is None else {PartStore.safe_label(p) for p in parts}
     for name in names:
         files = table_files(home, name)
-        if wanted is not None and not table_path(home, name).exists():
+        if parts and name in parts and not table_path(home, name).exists():
+            wanted = {PartStore.safe_label(p) for p in parts[name]}
             files = [f for f in files if f.stem == SCHEMA_PART
                      or PartStore.label_of(f.stem) in wanted]
         if not files:

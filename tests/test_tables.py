@@ -87,7 +87,8 @@ def test_remove_stale_temps_removes_only_unrenamed_temp_files(tmp_path):
 
 def test_connect_raw_reads_the_parts_asked_for_and_every_single_file_table(tmp_path):
     """`parts` narrows a table kept in parts to the parts of those labels (their views keep
-    their columns when none is there); a table in one file is read whole."""
+    their columns when none is there); a table in one file, or one it does not name, is read
+    whole."""
     home = tmp_path / "home"
     schema = pa.schema([("case_id", pa.string()), ("n", pa.int64())])
     store = PartStore.of_table(home, "in_parts", "1", schema)
@@ -96,10 +97,14 @@ def test_connect_raw_reads_the_parts_asked_for_and_every_single_file_table(tmp_p
         store.write(store.key(case, n), pa.table({"case_id": [case], "n": [n]}, schema=schema))
     write_table(pa.table({"case_id": ["a/1", "b"], "n": [10, 20]}, schema=schema),
                 table_path(home, "whole"))
-    con = connect_raw(home, ["in_parts", "whole"], parts=["a/1", "c"])
+    other = PartStore.of_table(home, "other_parts", "1", schema)
+    other.write(other.key("00000", 1), pa.table({"case_id": ["x"], "n": [7]}, schema=schema))
+    con = connect_raw(home, ["in_parts", "whole", "other_parts"],
+                      parts={"in_parts": ["a/1", "c"], "whole": ["a/1"]})
     assert con.execute("SELECT n FROM raw.in_parts ORDER BY n").fetchall() == [(1,), (3,)]
     assert con.execute("SELECT n FROM raw.whole ORDER BY n").fetchall() == [(10,), (20,)]
-    con = connect_raw(home, ["in_parts"], parts=["nope"])
+    assert con.execute("SELECT n FROM raw.other_parts").fetchall() == [(7,)]
+    con = connect_raw(home, ["in_parts"], parts={"in_parts": ["nope"]})
     assert con.execute("SELECT count(*) FROM raw.in_parts").fetchall() == [(0,)]
     con = connect_raw(home, ["in_parts"])
     assert con.execute("SELECT count(*) FROM raw.in_parts").fetchall() == [(3,)]

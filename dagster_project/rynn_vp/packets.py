@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from dagster_project.dropfolder import file_sha256
 from dagster_project.parts import PartStore, digest
-from dagster_project.rynn_vp.evidence import EVIDENCE_POLICY_VERSION
+from dagster_project.rynn_vp.evidence import EVIDENCE_POLICY_VERSION, EVIDENCE_TABLES
 from dagster_project.rynn_vp.packet_keys import PACKET_INPUTS, unit_digests
 from dagster_project.rynn_vp.snapshot import snapshot_root
 from dagster_project.settings import ASSETS_DIR, Settings
@@ -229,7 +229,8 @@ def _units(home: Path, packets_dir: Path, prompts: Prompts,
     case_ids = None if labels is None else sorted(
         {label.removeprefix("_gt.") if label.startswith("_gt.") else label.split("/", 1)[-1]
          for label in labels})
-    con = connect_raw(home, PACKET_INPUTS, parts=case_ids)
+    con = connect_raw(home, PACKET_INPUTS, parts=None if case_ids is None
+                      else dict.fromkeys(EVIDENCE_TABLES, case_ids))
     where = "true"
     if case_ids is not None:
         con.execute("CREATE TEMP TABLE wanted AS SELECT unnest(?::VARCHAR[]) AS case_id",
