@@ -18,7 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +39,7 @@ from dagster_project.tables import (
 )
 
 SCHEMA_PART = "_schema"
+_DONE = object()  # the end of `read_ahead`'s items
 DIGEST_CHARS = 16
 LABEL_CHARS = 120  # the end of a long label is kept: it holds the file name and version
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -169,3 +172,44 @@ class PartStore:
         finally:
             con.close()
         return table.cast(schema)
+
+
+def read_ahead(items: Iterable[Any], depth: int = 2) -> Iterator[Any]:
+    """The items of `items`, in order, produced by a thread of their own up to `depth` ahead:
+    reading that runs without the GIL (DuckDB, Arrow) overlaps the caller's Python work on what
+    came before, and memory holds at most `depth` items more. An error of the reader is raised
+    here; when the caller stops early, the reader stops at its next item."""
+    ready: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for item in items:
+                if not put((item, None)):
+                    return
+            put((_DONE, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised there
+            put((_DONE, exc))
+
+    thread = threading.Thread(target=read, name="read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, error = ready.get()
+            if item is _DONE:
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dagster_project.parts import SCHEMA_PART, PartStore
+from dagster_project.parts import SCHEMA_PART, PartStore, read_ahead
 from dagster_project.tables import path_field
 
 SCHEMA = pa.schema([("name", pa.string()), path_field("image_path")])
@@ -91,3 +91,36 @@ def test_parts_are_read_in_the_order_of_their_keys_as_the_schema_says(tmp_path):
         *(f"{keys[2]}-{i}" for i in range(4)), *(f"{keys[1]}-{i}" for i in range(3)),
         *(f"{keys[0]}-{i}" for i in range(2)), *(f"{keys[0]}-{i}" for i in range(2))]
     assert store.read([], SCHEMA).equals(SCHEMA.empty_table())
+
+
+def test_read_ahead_keeps_the_order_raises_the_readers_error_and_stops_with_its_caller():
+    import threading
+
+    import pytest
+
+    assert list(read_ahead(iter(range(50)), depth=3)) == list(range(50))
+
+    def failing():
+        yield 1
+        raise ValueError("part 2 is not Parquet")
+
+    got = []
+    with pytest.raises(ValueError, match="part 2 is not Parquet"):
+        for item in read_ahead(failing()):
+            got.append(item)
+    assert got == [1]
+
+    read = []
+
+    def endless():
+        n = 0
+        while True:
+            read.append(n)
+            yield n
+            n += 1
+
+    items = read_ahead(endless(), depth=2)
+    assert [next(items) for _ in range(3)] == [0, 1, 2]
+    items.close()  # the caller stops early: the reader stops too, holding a bounded few more
+    assert not any(t.name == "read-ahead" for t in threading.enumerate())
+    assert len(read) <= 3 + 2 + 2

@@ -45,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dagster_project.parts import PartStore, digest
+from dagster_project.parts import PartStore, digest, read_ahead
 from dagster_project.rynn_vp import judgment_replay
 from dagster_project.rynn_vp.judgment_parts import (
     BATCH_ROWS,
@@ -380,8 +380,9 @@ def write_tables(files: Sequence[SourceFile], ctx: EvalContext,
             if n == 0:
                 for row in refused:
                     state.problem(row)
-            for batch, batch_files in read_parts([(sf, parts[sf]) for sf in files[first:end]],
-                                                 rows[first:end]):
+            # DuckDB reads and types the next batches while the last one is taken
+            for batch, batch_files in read_ahead(read_parts(
+                    [(sf, parts[sf]) for sf in files[first:end]], rows[first:end])):
                 state.take(batch, batch_files)
             for writer in state.out.values():
                 writer.close()
