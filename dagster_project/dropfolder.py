@@ -127,6 +127,9 @@ def archive_versions(archive_root: Path, roots: Path | Sequence[Path], manifest:
         r.setdefault("folder", str(roots[0]))  # manifests written before folders were recorded
     known = {(r["folder"], r["source_file"], r["sha256"]) for r in previous}
     versions = list(previous)
+    latest: dict[str, int] = {}  # file name -> its highest version so far (any folder)
+    for r in previous:
+        latest[r["source_file"]] = max(latest.get(r["source_file"], 0), r["version"])
     current: dict[str, dict[str, str]] = {}
     for root in roots:
         folder = str(root)
@@ -145,7 +148,7 @@ def archive_versions(archive_root: Path, roots: Path | Sequence[Path], manifest:
                 archived = archive_root / sha
                 if (folder, rel, sha) in known:
                     continue
-            n = 1 + max((r["version"] for r in versions if r["source_file"] == rel), default=0)
+            n = latest[rel] = latest.get(rel, 0) + 1
             versions.append({"folder": folder, "source_file": rel, "version": n, "sha256": sha,
                              "size_bytes": archived.stat().st_size,
                              "archived_path": str(archived)})
