@@ -216,10 +216,12 @@ def described_again(context: dg.AssetExecutionContext, benchlake: BenchlakeSetti
 
 def _described(benchlake: BenchlakeSettings, name: str, rows: int, version: str, preview: str,
                extra: dict) -> dg.MaterializeResult:
+    path = benchlake.table_path(name)
+    if not path.exists():
+        path = path.with_suffix("")  # a table kept in parts: their folder
     metadata: dict[str, object] = {
         "dagster/row_count": rows,
-        "path": dg.MetadataValue.path(str(path if (path := benchlake.table_path(name)).exists()
-                                          else path.with_suffix(""))),  # or its parts' folder
+        "path": dg.MetadataValue.path(str(path)),
         "preview": dg.MetadataValue.md(preview),
     }
     metadata.update(extra)

@@ -98,13 +98,19 @@ class IngestResult:
 @dataclass(frozen=True)
 class Written:
     """What `write_tables` wrote: rows per table, the repeated records it ignored, the segments
-    it wrote (of how many), and the final attempts as the replay decided them (`ingest`:
-    `(system, case_id, judge_run_id, attempt)`)."""
+    it wrote (of how many), and the best attempt of each judge run's evaluation as the replay
+    ranked them (the index it held anyway)."""
 
     rows: dict[str, int]
     duplicates: int
     segments: tuple[int, int]
-    finals: frozenset[tuple[str, str, str, int]] = field(compare=False, repr=False)
+    groups: Mapping[tuple[str, str, str], _Group] = field(compare=False, repr=False)
+
+    @property
+    def finals(self) -> frozenset[tuple[str, str, str, int]]:
+        """The final attempts, `(system, case_id, judge_run_id, attempt)`, as the replay
+        decided them (`ingest`; the tables leave that to `stg_rvp_judgments`)."""
+        return frozenset((*group, g.best[1]) for group, g in self.groups.items())
 
 
 @dataclass(slots=True)
@@ -390,9 +396,8 @@ def write_tables(files: Sequence[SourceFile], ctx: EvalContext,
     if checkpoint is not None:
         judgment_replay.save(checkpoint, names, refused, state)
     stores["rvp_stages"].write(tail, state.gt_stage_rows())
-    finals = frozenset((*group, g.best[1]) for group, g in state.groups.items())
     return Written({name: store.rows() for name, store in stores.items()}, state.duplicates,
-                   (written, len(segs)), finals)
+                   (written, len(segs)), state.groups)
 
 
 _INGEST_ORDER = {
