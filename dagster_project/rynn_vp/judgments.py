@@ -75,9 +75,10 @@ JUDGMENT_TABLES = {
 # is held to write one.
 ROW_GROUP_ROWS = 16_384
 ROW_GROUP_BYTES = 32 * 2**20
-# A segment of files ends once it holds this many records, or after a file whose name's digest
-# is 0 modulo `SEGMENT_FILES` (a harness writing a file per judgment: ~64 files a segment).
-SEGMENT_ROWS = 16_384
+# A segment of files ends once it holds this many records (a file of as many is a segment of
+# its own, so one more such file replays itself alone), or after a file whose name's digest is
+# 0 modulo `SEGMENT_FILES` (a harness writing a file per judgment: ~64 files a segment).
+SEGMENT_ROWS = 8_192
 SEGMENT_FILES = 64
 GT_STAGES = "gt_compilation_stages"  # the label of `rvp_stages`' part of them (after the rest)
 _LINE_BITS = 32  # a place (file version, line) packed into one int: version index, then line
