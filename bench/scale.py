@@ -22,7 +22,8 @@ val       A questions table of the published size (5,645 rows), then `runs × ch
 judgments `--judgments` judgment records (the demo's, repeated over 10 judge runs per demo run,
           then as further attempts) in files of 1, 100 and 10,000 records: `materialize
           --select group:rynn_vp` with them (the videos already done), then with one more file
-          of 10,000; each also with the judgment step's own time and rate.
+          of 10,000 (with GT compilations; both sort among the earlier files), then with one
+          that sorts after every other; each also with the judgment step's own time and rate.
 rynn_vp   `--cases` cases cloned from the demo's, with their candidates (`--full-size`: GT videos
           of 20-122 s at 640×360, remuxed from a few short encoded clips without re-encoding):
           `materialize --select group:rynn_vp` first, again with nothing changed, again with one
@@ -394,11 +395,27 @@ def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
         run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
         table.add("judgments +1 file, 10,000 records", run,
                   rate=f"{10000 / run.wall:,.0f} rec/s",
-                  notes="materialize --select group:rynn_vp; " + _step_rate(run, home, 10000))
+                  notes="materialize --select group:rynn_vp; the file and its GT compilations "
+                        "sort before 1,000 earlier files; " + _step_rate(run, home, 10000))
         print(profile(run, home, started), flush=True)
     finally:
         for _, dest in added:
             dest.unlink()
+    # ... and a file that sorts after every other: what a harness naming its files in order adds
+    end = work / "end"
+    shutil.rmtree(end, ignore_errors=True)
+    _write_judgments(demo.demo_dir / "judgments", end, 10000 + 1000 + 9000, tag="end")
+    last = drop / "zz-end.jsonl"
+    shutil.copy(end / "big-0.jsonl", last)
+    try:
+        started = time.time()
+        run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
+        table.add("judgments +1 file sorting last, 10,000", run,
+                  rate=f"{10000 / run.wall:,.0f} rec/s",
+                  notes="materialize --select group:rynn_vp; " + _step_rate(run, home, 10000))
+        print(profile(run, home, started), flush=True)
+    finally:
+        last.unlink()
 
 
 # --- rynn_vp -----------------------------------------------------------------------------------
