@@ -381,10 +381,10 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     """Reads every version of every file in JUDGMENTS_DIR (and in `$BENCHLAKE_HOME/judge/
     judgments/`, where `benchlake judge` writes its records) once (`judgment_parts`: a version
     already read and checked in this context is replayed from its part): judgment records
-    (validated; the final attempt per system/case/judge run chosen; the rest kept for audit),
-    their hallucinations, recorded GT compilations (gt_compilations/), the stages each
-    evaluation ran, and every refused record with its file, line, reason and raw text. Nothing
-    is read while the file versions and the tables checked against are the same."""
+    (validated; every attempt kept, stg_rvp_judgments marks the final), their hallucinations,
+    GT compilations (gt_compilations/), the stages each evaluation ran, and every refused
+    record with its file, line, reason and raw text; a part per segment of files, those from
+    the first new file on written. Nothing is read while the inputs are the same."""
     s = benchlake.settings()
     if s.uses_demo_judgments():
         demo_generator().ensure_judgments_demo(s)
