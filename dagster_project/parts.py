@@ -148,7 +148,7 @@ class PartStore:
 
     def rows(self) -> int:
         """The rows of every part, from the Parquet footers."""
-        return sum(pq.ParquetFile(self.path(k)).metadata.num_rows for k in self.all_keys())
+        return sum(file_rows([self.path(k) for k in self.all_keys()]))
 
     def load(self, key: str) -> pa.Table:
         """Part `key` as stored (paths relative to the home). A plain file read: a fraction
@@ -172,6 +172,22 @@ class PartStore:
         finally:
             con.close()
         return table.cast(schema)
+
+
+def file_rows(paths: Sequence[Path]) -> list[int]:
+    """The rows of each Parquet file of `paths`, from their footers, by one DuckDB query (it
+    opens them on both cores: thousands of parts are read in a fraction of the time)."""
+    import duckdb
+
+    if not paths:
+        return []
+    con = duckdb.connect(":memory:", config={"python_enable_replacements": False})
+    try:
+        rows = dict(con.sql("SELECT file_name, num_rows FROM parquet_file_metadata(?)",
+                            params=[[str(p) for p in paths]]).fetchall())
+    finally:
+        con.close()
+    return [rows[str(p)] for p in paths]
 
 
 def read_ahead(items: Iterable[Any], depth: int = 2) -> Iterator[Any]:

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
-from dagster_project.parts import SCHEMA_PART, digest
+from dagster_project.parts import SCHEMA_PART, digest, file_rows
 from dagster_project.settings import JudgeSettings, Settings
 from dagster_project.status import mark_started, mark_written, remember_inputs, unchanged
 from dagster_project.tables import (
@@ -236,7 +236,7 @@ def parts_result(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     removed). Its data version is `content_version`: part names and sizes."""
     home = Path(benchlake.home)
     files = [f for f in table_files(home, name) if f.stem != SCHEMA_PART]
-    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    rows = sum(file_rows(files))
     mark_written(home, name, context.run.run_id, rows)
     return dg.MaterializeResult(
         asset_key=raw_key(name), data_version=dg.DataVersion(content_version(home, name)),

@@ -29,7 +29,7 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from dagster_project.parts import PartStore, digest, fan_out
+from dagster_project.parts import PartStore, digest, fan_out, file_rows
 from dagster_project.rynn_vp.ingest import refused_cases
 from dagster_project.rynn_vp.judgment_records import (
     METRIC_COLUMNS,
@@ -218,12 +218,12 @@ def read_parts(pairs: Sequence[tuple[SourceFile, Path]], rows: Sequence[int] | N
     query each: thousands of one-record files (a judge harness writing a file per judgment)
     cost a few milliseconds each opened one by one, a fraction of that this way. A part of more
     than `BATCH_ROWS` rows (a large file) is read alone, streamed in file order: sorting it in
-    one query would hold it whole. `rows`: the rows of each part, when known (`part_rows`)."""
+    one query would hold it whole. `rows`: the rows of each part, when known (`parts.file_rows`)."""
     # one thread: a large part streams in file order, a row group at a time
     con = duckdb.connect(":memory:", config={"python_enable_replacements": False,
                                               "preserve_insertion_order": True, "threads": 1})
     try:
-        sizes = dict(zip((str(p) for _, p in pairs), part_rows([p for _, p in pairs])
+        sizes = dict(zip((str(p) for _, p in pairs), file_rows([p for _, p in pairs])
                          if rows is None else rows, strict=True))
         chunk: list[tuple[SourceFile, Path]] = []
         for pair in [*pairs, None]:
@@ -240,19 +240,6 @@ def read_parts(pairs: Sequence[tuple[SourceFile, Path]], rows: Sequence[int] | N
                     yield batch.cast(READ_SCHEMA), [pair[0]]
     finally:
         con.close()
-
-
-def part_rows(paths: Sequence[Path]) -> list[int]:
-    """The rows of each part, from the Parquet footers (one DuckDB query)."""
-    if not paths:
-        return []
-    con = duckdb.connect(":memory:", config={"python_enable_replacements": False})
-    try:
-        rows = dict(con.sql("SELECT file_name, num_rows FROM parquet_file_metadata(?)",
-                            params=[[str(p) for p in paths]]).fetchall())
-    finally:
-        con.close()
-    return [rows[str(p)] for p in paths]
 
 
 def _read_chunk(con: duckdb.DuckDBPyConnection, chunk: Sequence[tuple[SourceFile, Path]]

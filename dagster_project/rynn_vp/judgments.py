@@ -45,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dagster_project.parts import PartStore, digest, read_ahead
+from dagster_project.parts import PartStore, digest, file_rows, read_ahead
 from dagster_project.rynn_vp import judgment_replay
 from dagster_project.rynn_vp.judgment_parts import (
     BATCH_ROWS,
@@ -57,7 +57,6 @@ from dagster_project.rynn_vp.judgment_parts import (
     STAGES_SCHEMA,
     gt_stage_row,
     judgment_store,
-    part_rows,
     read_parts,
     sync_parts,
 )
@@ -138,15 +137,29 @@ class _PartWriter:
     def add(self, row: dict[str, Any]) -> None:
         self.dicts.append(row)
         if len(self.dicts) == BATCH_ROWS:
-            self.add_table(rows_to_table([], self.schema))
+            self._take_dicts()
 
-    def add_table(self, table: pa.Table, last: bool = False) -> None:
+    def add_table(self, table: pa.Table) -> None:
+        self._take_dicts()  # the rows given one by one come first: they were made first
+        self._take(table)
+        self._write(last=False)
+
+    def close(self) -> None:
+        """The last rows out (the part appears when the segment's `ExitStack` closes)."""
+        self._take_dicts()
+        self._write(last=True)
+
+    def _take_dicts(self) -> None:
         if self.dicts:
-            rows, self.dicts = rows_to_table(self.dicts, self.schema), []
-            self.add_table(rows)
+            self._take(rows_to_table(self.dicts, self.schema))
+            self.dicts = []
+
+    def _take(self, table: pa.Table) -> None:
         if table.num_rows:
             self.pending.extend(table.cast(self.schema).to_batches())
             self.held += table.num_rows
+
+    def _write(self, last: bool) -> None:
         # wide rows (a reject keeps up to 1 MB of raw text) close a row group sooner
         while self.held >= ROW_GROUP_ROWS or (self.held and (
                 last or sum(b.nbytes for b in self.pending) >= ROW_GROUP_BYTES)):
@@ -154,10 +167,6 @@ class _PartWriter:
             n = min(self.held, ROW_GROUP_ROWS)
             self.writer.write(whole.slice(0, n).combine_chunks())
             self.pending, self.held = whole.slice(n).to_batches(), self.held - n
-
-    def close(self) -> None:
-        """The last rows out (the part appears when the segment's `ExitStack` closes)."""
-        self.add_table(rows_to_table([], self.schema), last=True)
 
 
 def _rows_of(column: pa.Array) -> pa.Table:
@@ -359,7 +368,7 @@ def write_tables(files: Sequence[SourceFile], ctx: EvalContext,
     if parts is None:
         parts, _ = sync_parts(judgment_store(work), files, ctx)
     names = [parts[sf].name for sf in files]
-    rows = part_rows([parts[sf] for sf in files])
+    rows = file_rows([parts[sf] for sf in files])
     segs = segments(names, rows, refused)
     keys = [{name: store.key(f"{n:05d}", chain) for name, store in stores.items()}
             for n, (_, _, chain) in enumerate(segs)]
@@ -394,9 +403,10 @@ def write_tables(files: Sequence[SourceFile], ctx: EvalContext,
             for writer in state.out.values():
                 writer.close()
         state.out = {}
-    if checkpoint is not None:
+    if written and checkpoint is not None:  # else the state is the one saved
         judgment_replay.save(checkpoint, names, refused, state)
-    stores["rvp_stages"].write(tail, state.gt_stage_rows())
+    if written or not stores["rvp_stages"].has(tail):
+        stores["rvp_stages"].write(tail, state.gt_stage_rows())
     return Written({name: store.rows() for name, store in stores.items()}, state.duplicates,
                    (written, len(segs)), state.groups)
 

@@ -161,3 +161,11 @@ def test_a_file_added_at_the_end_writes_the_last_segment_alone(tmp_path, monkeyp
     assert {p for p in before if p not in kept} == {
         p for p in before if p.name.startswith((last, judgments.GT_STAGES))}
     assert again.rows["rvp_judgments"] == first.rows["rvp_judgments"] + 1
+    # nothing new: no part, no state written again
+    files_now = {p: p.stat().st_ino for s in stores.values() for p in s.folder.glob("*.parquet")}
+    state = (checkpoint / judgment_replay.STATE).stat().st_ino
+    same = write_tables([*files, late], CTX, stores, tmp_path, parts, (), checkpoint)
+    assert same.segments == (0, first.segments[1]) and same.rows == again.rows
+    assert {p: p.stat().st_ino for s in stores.values()
+            for p in s.folder.glob("*.parquet")} == files_now
+    assert (checkpoint / judgment_replay.STATE).stat().st_ino == state

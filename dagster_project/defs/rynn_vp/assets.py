@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dagster as dg
-import pyarrow.parquet as pq
 
 from dagster_project.defs.resources import (
     BenchlakeSettings,
@@ -34,6 +33,7 @@ from dagster_project.dropfolder import (
     stat_listing,
     versions_of,
 )
+from dagster_project.parts import file_rows
 from dagster_project.rynn_vp.candidates import CANDIDATES_SCHEMA, scan_candidates
 from dagster_project.rynn_vp.checksums import (
     CHECKSUMS_SCHEMA,
@@ -327,7 +327,7 @@ def rvp_rejects(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings)
     if not schema_part.exists():  # the view reads every part: one there, even before a stage
         write_table(rejects_table([]), schema_part)
     files = table_files(home, "rvp_rejects")
-    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    rows = sum(file_rows(files))
     mark_written(home, "rvp_rejects", context.run.run_id, rows)
     return dg.MaterializeResult(
         data_version=dg.DataVersion(content_version(home, "rvp_rejects")),
