@@ -163,19 +163,14 @@ def _print_refusals(settings: Settings) -> None:
 
 @contextlib.contextmanager
 def _dbt_output(log: Any, verbose: bool) -> Iterator[None]:
-    """dagster-dbt echoes every dbt event on stdout: into `log` (and the terminal if
-    `verbose`) for the block, without colour codes."""
-    saved = os.environ.get("DBT_USE_COLORS")
-    os.environ["DBT_USE_COLORS"] = "false"
+    """dbt's lines (each model and test it runs, what failed and why) into `log`, and the
+    terminal too if `verbose`, for the block: dbt writes them on stdout when `DBT_LOG_LEVEL`
+    says so (`warehouse/project._flags`)."""
+    from dagster_project.warehouse.project import environment
+
     target = _Tee(log, sys.stdout) if verbose else log
-    try:
-        with contextlib.redirect_stdout(target):
-            yield
-    finally:
-        if saved is None:
-            os.environ.pop("DBT_USE_COLORS", None)
-        else:
-            os.environ["DBT_USE_COLORS"] = saved
+    with environment({"DBT_LOG_LEVEL": "info"}), contextlib.redirect_stdout(target):
+        yield
 
 
 class _Tee:

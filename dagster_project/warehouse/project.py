@@ -139,10 +139,13 @@ def _flags(target: Path) -> list[str]:
     """The options of every in-process dbt command over the workspace whose `target` it is.
     --no-write-json: dbt would write manifest.json (megabytes, twice) and graph.gpickle on every
     command, ~1 s that nothing reads (the definitions read the manifest `sql/target` holds); a
-    build's results are taken from its return value and written once (`_results`)."""
+    build's results are taken from its return value and written once (`_results`).
+    dbt's lines go to its log file, and to stdout only when `DBT_LOG_LEVEL` (dbt's own setting)
+    asks: the CLI sets it for the block it redirects into the run's log (`cli._dbt_output`)."""
     return ["--project-dir", str(DBT_PROJECT.project_dir), "--profiles-dir",
             str(DBT_PROJECT.profiles_dir), "--target-path", str(target), "--log-path",
-            str(target.parent / "logs"), "--log-level", "none", "--log-level-file", "info",
+            str(target.parent / "logs"), "--log-level", os.environ.get("DBT_LOG_LEVEL", "none"),
+            "--log-level-file", "info",
             "--no-use-colors", "--no-send-anonymous-usage-stats", "--no-write-json"]
 
 

@@ -144,12 +144,20 @@ def test_a_failed_dbt_test_and_model_are_named_with_dbts_message(demo_warehouse,
     column = table.schema.get_field_index("judge_run_id")
     pq.write_table(table.set_column(column, "judge_run_id", pa.array(runs, pa.string())),
                    judgments)
-    done = _cli(settings.home, "materialize", "--select", "key:stg_rvp_judgments")
+    done = _cli(settings.home, "materialize", "--select", "key:stg_rvp_judgments", "-v")
     assert done.returncode == 1
     said = ("dbt test failed: not_null_columns_stg_rvp_judgments_system__case_id__judge_run_id"
             "__attempt__is_final: Got 1 result, configured to fail if != 0")
     assert f"failed: {said}" in done.stderr, done.stderr  # the CLI's line
     assert "The dbt CLI process" not in done.stderr and "blocking asset check" not in done.stderr
+    # the run's log it names holds dbt's own lines, the failing test's among them, and `-v`
+    # streamed them too
+    log = Path(done.stderr.rsplit("dbt's log: ", 1)[1].split()[0])
+    assert log.parent == settings.home / "logs"
+    for text in (log.read_text(encoding="utf-8"), done.stdout):
+        assert "Running with dbt=" in text and "Done. PASS=" in text, text
+        assert any("FAIL 1" in line and "not_null_columns_stg_rvp_judgments" in line
+                   for line in text.splitlines()), text
 
     # a table that is no Parquet: the view cannot be built (its definition is built again
     # when the home's dbt workspace is gone)
