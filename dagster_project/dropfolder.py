@@ -12,14 +12,22 @@ import fnmatch
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+import shutil
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 from dagster_project.filecache import DIGEST_KIND, DIGEST_VERSION, FileCache, Identity
 from dagster_project.roots import Escape, Root
 from dagster_project.tables import raw_schema, read_table, temp_beside
 
+T = TypeVar("T")
 CHUNK = 1 << 20  # bytes read at a time
+# Files hashed or archived at once: hashlib and the kernel's copy run without the GIL, so a
+# campaign folder's first scan takes about 1/THREADS of the time on as many cores.
+THREADS = min(4, os.cpu_count() or 1)
+
 
 def file_sha256(path: Path) -> str:
     """The sha256 of a file, read in 1 MB pieces (a file of any size in bounded memory)."""
@@ -28,6 +36,12 @@ def file_sha256(path: Path) -> str:
         while data := fh.read(CHUNK):
             digest.update(data)
     return digest.hexdigest()
+
+
+def _each(work: Callable[[T], str], items: Iterable[T]) -> Iterator[str]:
+    """`work(item)` of each item, in their order, `THREADS` at a time."""
+    with ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="dropfolder") as pool:
+        yield from pool.map(work, items)
 
 
 def _files(root: Path) -> list[tuple[str, os.stat_result]]:
@@ -54,6 +68,12 @@ def scan_drop_folder(root: Path, stat_cache: Path | None = None,
     many GB, or of 60,000 one-record files, is hashed once, and each later scan (every sensor
     tick, every run) only stats it and makes one query. `digest` computes the sha256 of a file
     the cache does not know (archiving copies and hashes in one pass)."""
+    return _scan(root, stat_cache, digest)[0]
+
+
+def _scan(root: Path, stat_cache: Path | None, digest: Callable[[Path], str]
+          ) -> tuple[dict[str, str], dict[str, Identity]]:
+    """`scan_drop_folder`, and the identity of each file whose digest the cache held."""
     files = _files(root)
     base = os.path.abspath(root)
     absolute = {rel: f"{base}/{rel}" for rel, _ in files}
@@ -61,17 +81,13 @@ def scan_drop_folder(root: Path, stat_cache: Path | None = None,
     cache = FileCache(stat_cache) if stat_cache is not None else None
     known, gone = (cache.lookup_under(DIGEST_KIND, DIGEST_VERSION, base, idents)
                    if cache is not None else ({}, []))
-    found, fresh = {}, []
-    for rel, _ in files:
-        path = absolute[rel]
-        sha = known.get(path)
-        if sha is None:
-            sha = digest(root / rel)
-            fresh.append((path, idents[path], sha))
-        found[rel] = sha
+    todo = [rel for rel, _ in files if absolute[rel] not in known]
+    computed = dict(zip(todo, _each(digest, (root / rel for rel in todo)), strict=True))
+    fresh = [(absolute[rel], idents[absolute[rel]], sha) for rel, sha in computed.items()]
+    found = {rel: known.get(absolute[rel]) or computed[rel] for rel, _ in files}
     if cache is not None:  # an unchanged folder writes nothing
         cache.store(DIGEST_KIND, DIGEST_VERSION, fresh, forget=gone)
-    return found
+    return found, {rel: idents[absolute[rel]] for rel, _ in files if absolute[rel] in known}
 
 
 def drop_folder_listing(root: Path, stat_cache: Path | None = None) -> dict[str, str]:
@@ -94,21 +110,27 @@ def stat_listing(root: Path, pattern: str = "*") -> dict[str, str]:
             if fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], pattern)}
 
 
-def archive_copy(src: Path, archive_root: Path) -> str:
-    """Copy `src` into `archive_root/<sha256>` through a temp file and a rename, in pieces; the
-    sha256 of the bytes copied (what the archive now holds, even if `src` changed meanwhile)."""
-    digest = hashlib.sha256()
+def archive_copy(src: Path, archive_root: Path,
+                 known: tuple[Identity, str] | None = None) -> str:
+    """Copy `src` into `archive_root/<sha256>` through a temp file and a rename; the sha256 of
+    the copy (what the archive holds, even if `src` changed meanwhile). The kernel copies
+    (`shutil.copyfile`: no bytes through Python), then the copy is hashed: ~1.5x faster than
+    hashing while writing each piece. `known`: (identity, sha256) the stat cache recorded for
+    `src`; a file that still has that identity after the copy is not hashed again (the cache's
+    own rule), so archiving what the folder's observation hashed costs the copy alone."""
     fd, tmp = temp_beside(archive_root / "incoming")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as out, src.open("rb") as fh:
-            while data := fh.read(CHUNK):
-                digest.update(data)
-                out.write(data)
-        os.replace(tmp, archive_root / digest.hexdigest())
+        shutil.copyfile(src, tmp)
+        if known is not None and Identity.of(os.stat(src)) == known[0]:
+            sha = known[1]
+        else:
+            sha = file_sha256(Path(tmp))
+        os.replace(tmp, archive_root / sha)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return digest.hexdigest()
+    return sha
 
 
 def archive_versions(archive_root: Path, roots: Path | Sequence[Path], manifest: Path,
@@ -133,21 +155,22 @@ def archive_versions(archive_root: Path, roots: Path | Sequence[Path], manifest:
     current: dict[str, dict[str, str]] = {}
     for root in roots:
         folder = str(root)
-        # A file the stat cache does not know is copied into the archive while it is hashed
-        # (one read); the copy is named by the bytes actually copied, so a file rewritten
-        # meanwhile is simply a version the next scan finds.
-        current[folder] = listing = scan_drop_folder(
-            root, stat_cache, lambda path: archive_copy(path, archive_root)
-        ) if root.is_dir() else {}
-        for rel, sha in listing.items():
-            if (folder, rel, sha) in known:
-                continue
+        # A file the stat cache does not know is copied into the archive and the copy hashed
+        # (no second read of the file); the copy is named by the bytes actually copied, so a
+        # file rewritten meanwhile is simply a version the next scan finds.
+        listing, recorded = _scan(root, stat_cache, lambda path: archive_copy(
+            path, archive_root)) if root.is_dir() else ({}, {})
+        current[folder] = listing
+        new = {rel: sha for rel, sha in listing.items() if (folder, rel, sha) not in known}
+        # known to the stat cache (the folder's observation hashed it) but not archived yet
+        absent = [rel for rel, sha in new.items() if not (archive_root / sha).exists()]
+        jobs = [(root / rel, archive_root, (recorded[rel], new[rel]) if rel in recorded else None)
+                for rel in absent]
+        new.update(zip(absent, _each(lambda job: archive_copy(*job), jobs), strict=True))
+        for rel, sha in new.items():
             archived = archive_root / sha
-            if not archived.exists():  # known to the stat cache, archived in another home
-                sha = archive_copy(root / rel, archive_root)
-                archived = archive_root / sha
-                if (folder, rel, sha) in known:
-                    continue
+            if (folder, rel, sha) in known:  # changed since the scan, back to a known version
+                continue
             n = latest[rel] = latest.get(rel, 0) + 1
             versions.append({"folder": folder, "source_file": rel, "version": n, "sha256": sha,
                              "size_bytes": archived.stat().st_size,

@@ -1,6 +1,6 @@
 """Drop folders: every file hashed once (the file-identity cache), copied into the archive and
-hashed in the same read, versions never overwritten; an unchanged folder of many files is only
-stat'ed."""
+the copy hashed, several files at a time, versions never overwritten; an unchanged folder of many
+files is only stat'ed."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 
 from dagster_project.dropfolder import (
+    archive_copy,
     archive_versions,
     changed_files,
     escapes,
@@ -18,6 +19,7 @@ from dagster_project.dropfolder import (
     scan_drop_folder,
     stat_listing,
 )
+from dagster_project.filecache import Identity
 
 
 def _counting(calls: list[str]):
@@ -128,3 +130,49 @@ def test_links_leading_out_of_a_drop_folder_are_never_listed_hashed_nor_archived
                               f"{outside / 'secret.jsonl'}",
         "up": f"symbolic link leads outside JUDGMENTS_DIR: up -> {tmp_path}",
     }
+
+
+def test_a_folder_hashed_and_archived_several_files_at_a_time_keeps_every_byte(tmp_path):
+    """The first scan of a campaign folder (files of several MB among small ones, hashed and
+    copied by threads): each listed with the sha256 of its bytes, in path order; archived under
+    that name with the same bytes, whether the scan archives it (not known yet) or the archive
+    copies what the folder's observation hashed (known to the stat cache, not archived)."""
+    root, home = tmp_path / "drop", tmp_path / "home"
+    sizes = [0, 1, 3 * (1 << 20) + 17, 100, (1 << 20), 5 * (1 << 20) + 3, 7, 2 * (1 << 20)]
+    files = {}
+    for i, size in enumerate(sizes * 3):
+        data = hashlib.sha256(str(i).encode()).digest() * (size // 32 + 1)
+        files[f"run{i % 4}/{i:03d}.jsonl"] = data[:size]
+        (root / f"run{i % 4}").mkdir(parents=True, exist_ok=True)
+        (root / f"run{i % 4}" / f"{i:03d}.jsonl").write_bytes(data[:size])
+    expected = {rel: hashlib.sha256(data).hexdigest() for rel, data in sorted(files.items())}
+    observed = scan_drop_folder(root, home / "cache" / "observed.sqlite")
+    assert list(observed.items()) == list(expected.items())
+    for cache in ("observed.sqlite", "fresh.sqlite"):  # known to the cache, then not
+        archive = home / cache / "archive"
+        versions = archive_versions(archive, root, home / cache / "manifest.parquet", home,
+                                    home / "cache" / cache)
+        assert {v["source_file"]: v["sha256"] for v in versions} == expected
+        for v in versions:
+            held = Path(v["archived_path"])
+            assert held.read_bytes() == files[v["source_file"]]
+            assert held.name == v["sha256"] and v["size_bytes"] == len(files[v["source_file"]])
+        assert sorted(p.name for p in archive.iterdir()) == sorted(set(expected.values()))
+
+
+def test_an_archive_copy_trusts_a_recorded_digest_only_while_the_file_keeps_its_identity(
+        tmp_path):
+    """The stat cache's rule: the digest recorded for a file's identity (size, mtime, inode)
+    names its copy without a second read; a file whose identity is not the recorded one (it
+    changed after the observation hashed it, or during the copy) is named by its copy's bytes."""
+    src, archive = tmp_path / "r.jsonl", tmp_path / "archive"
+    src.write_bytes(b"now\n")
+    now = Identity.of(src.stat())
+    recorded = "f" * 64  # what a cache recorded for this identity: taken as is
+    assert archive_copy(src, archive, (now, recorded)) == recorded
+    assert (archive / recorded).read_bytes() == b"now\n"
+    before = now._replace(mtime_ns=now.mtime_ns - 1)  # recorded for an earlier state
+    sha = hashlib.sha256(b"now\n").hexdigest()
+    assert archive_copy(src, archive, (before, recorded)) == sha
+    assert archive_copy(src, archive) == sha and (archive / sha).read_bytes() == b"now\n"
+    assert sorted(p.name for p in archive.iterdir()) == sorted([recorded, sha])  # no temp left
