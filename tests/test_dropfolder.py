@@ -166,13 +166,14 @@ def test_an_archive_copy_trusts_a_recorded_digest_only_while_the_file_keeps_its_
     names its copy without a second read; a file whose identity is not the recorded one (it
     changed after the observation hashed it, or during the copy) is named by its copy's bytes."""
     src, archive = tmp_path / "r.jsonl", tmp_path / "archive"
-    src.write_bytes(b"now\n")
+    data = b"now\n" * (1 << 19)  # 2 MB: a copy by the kernel (a smaller file is read once)
+    src.write_bytes(data)
     now = Identity.of(src.stat())
     recorded = "f" * 64  # what a cache recorded for this identity: taken as is
     assert archive_copy(src, archive, (now, recorded)) == recorded
-    assert (archive / recorded).read_bytes() == b"now\n"
+    assert (archive / recorded).read_bytes() == data
     before = now._replace(mtime_ns=now.mtime_ns - 1)  # recorded for an earlier state
-    sha = hashlib.sha256(b"now\n").hexdigest()
+    sha = hashlib.sha256(data).hexdigest()
     assert archive_copy(src, archive, (before, recorded)) == sha
-    assert archive_copy(src, archive) == sha and (archive / sha).read_bytes() == b"now\n"
+    assert archive_copy(src, archive) == sha and (archive / sha).read_bytes() == data
     assert sorted(p.name for p in archive.iterdir()) == sorted([recorded, sha])  # no temp left
