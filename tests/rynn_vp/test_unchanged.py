@@ -80,12 +80,16 @@ def test_nothing_changed_rewrites_nothing_and_a_changed_input_is_read(
     evidence = sorted((home / "evidence").rglob("*.jpg"))
     stamps = {p: p.stat().st_mtime_ns for p in evidence}
 
-    # an evidence image removed: its case is extracted again, the image is back
+    # an evidence image removed from a case's folder, and a panel from a system's folder of
+    # another case: both cases are extracted again, the images are back
     gone = evidence[0]
+    panel = next(p for p in evidence if p.parent.name != "gt" and p.name.startswith("P")
+                 and p.parent.parent.name != gone.relative_to(home / "evidence").parts[0])
     gone.unlink()
+    panel.unlink()
     outcome = materialize(settings, SELECT, checks=False)
-    assert outcome.success and gone.is_file()
-    assert _metadata(outcome, "rvp_evaluations")["parts_written"] == 1  # that case, same key
+    assert outcome.success and gone.is_file() and panel.is_file()
+    assert _metadata(outcome, "rvp_evaluations")["parts_written"] == 2  # those cases, same keys
     assert table_identities(home, STEPS) == before
 
     # a snapshot file changed: its checksum is verified again and the case refused
@@ -101,8 +105,8 @@ def test_nothing_changed_rewrites_nothing_and_a_changed_input_is_read(
     assert after["rvp_candidates"] != before["rvp_candidates"]
     assert _metadata(outcome, "rvp_checksums")["status_counts"]["mismatch"] == 1
     # the images of every other case are as they were
-    touched = {gone.relative_to(home / "evidence").parts[0], task.parent.name,
-               video[0].parent.name}
+    touched = {gone.relative_to(home / "evidence").parts[0], panel.parent.parent.name,
+               task.parent.name, video[0].parent.name}
     assert all(p.stat().st_mtime_ns == t for p, t in stamps.items()
                if p.relative_to(home / "evidence").parts[0] not in touched)
 
