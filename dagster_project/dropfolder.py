@@ -77,7 +77,7 @@ def scan_drop_folder(root: Path, stat_cache: Path | None = None,
     mtime and inode are those recorded with its digest is not read again: a campaign folder of
     many GB, or of 60,000 one-record files, is hashed once, and each later scan (every sensor
     tick, every run) only stats it and makes one query. `digest` computes the sha256 of a file
-    the cache does not know (archiving copies and hashes in one pass)."""
+    the cache does not know (archiving copies the file and hashes the copy)."""
     return _scan(root, stat_cache, digest)[0]
 
 
