@@ -183,11 +183,12 @@ def archive_versions(archive_root: Path, roots: Path | Sequence[Path], manifest:
         new = {rel: sha for rel, sha in listing.items() if (folder, rel, sha) not in known}
         # known to the stat cache (the folder's observation hashed it) but not archived yet
         absent = [rel for rel, sha in new.items() if not (archive_root / sha).exists()]
-        jobs = [(root / rel, archive_root, (recorded[rel], new[rel]) if rel in recorded else None)
-                for rel in absent]
+        # (with their identity at the scan, size included: no second stat)
+        ident = [recorded.get(rel) for rel in absent]
+        jobs = [(root / rel, archive_root, (i, new[rel]) if i else None)
+                for rel, i in zip(absent, ident, strict=True)]
         new.update(zip(absent, _each(lambda job: archive_copy(*job), jobs,
-                                     [(root / rel).stat().st_size for rel in absent]),
-                       strict=True))
+                                     [i.size if i else 0 for i in ident]), strict=True))
         for rel, sha in new.items():
             archived = archive_root / sha
             if (folder, rel, sha) in known:  # changed since the scan, back to a known version
