@@ -110,6 +110,29 @@ def test_the_first_record_of_each_key_wins_within_its_checkpoint(tmp_path):
     assert (scores.written, later.written, later.kept) == ([], [], 2)
 
 
+def test_checkpoints_counted_on_threads_write_what_one_at_a_time_writes(demo_warehouse,
+                                                                         tmp_path, monkeypatch):
+    """The demo's checkpoints counted four at a time and one at a time: the same parts, byte
+    for byte, listed in the same (checkpoint) order."""
+    import dagster_project.video_val.question_scores as question_scores
+
+    outcomes = []
+    for workers in (1, 4):
+        home = tmp_path / f"workers-{workers}"
+        for table in ("vv_responses", "vv_scored_responses"):
+            shutil.copytree(demo_warehouse.home / "tables" / "raw" / table,
+                            home / "tables" / "raw" / table)
+        monkeypatch.setattr(question_scores, "WORKERS", workers)
+        scores, later = question_score_parts(home)
+        parts = {p.relative_to(home): p.read_bytes() for table in ("vv_question_scores",
+                                                                    "vv_later_records")
+                 for p in sorted((home / "tables" / "raw" / table).glob("*.parquet"))}
+        outcomes.append((scores.written, scores.rows_written, later.written, parts))
+    one, several = outcomes
+    assert len(one[0]) > 5 and one[1] > 100
+    assert one == several
+
+
 @pytest.mark.slow
 def test_a_file_rewrites_only_the_checkpoints_it_holds(demo_warehouse, tmp_path):
     """A late file with one more sample of an existing checkpoint, a repeat and a conflict of
