@@ -11,17 +11,19 @@ WITH attrs AS (
           ON task, category, question_type, subject INTO NAME dimension VALUE value)
     WHERE value IS NOT NULL
 ),
+-- the questions of each value, responded or not: n_rows of every checkpoint
+values_n AS (SELECT data_source, dimension, value, count(*) AS n_rows FROM attrs GROUP BY ALL),
 scores AS MATERIALIZED (
     SELECT * FROM {{ ref('int_vv_row_scores') }} WHERE {{ vv_new_parts() }}
 ),
 checkpoints AS (SELECT DISTINCT policy, run_id, step, part FROM scores),
+-- the responded questions only (each probes the small attribute table): an unresponded one adds
+-- nothing to a mean or a cluster, and n_rows comes from values_n
 rows AS MATERIALIZED (
-    SELECT c.policy, c.run_id, c.step, a.data_source, a.dimension, a.value, r.uid, r.video,
+    SELECT r.policy, r.run_id, r.step, a.data_source, a.dimension, a.value, r.uid, r.video,
            r.accuracy, r.format_rate, r.composite
-    FROM checkpoints AS c
-    CROSS JOIN attrs AS a
-    LEFT JOIN scores AS r
-           ON r.policy = c.policy AND r.run_id = c.run_id AND r.step = c.step AND r.uid = a.uid
+    FROM scores AS r
+    JOIN attrs AS a USING (uid)
 ),
 errors AS (
     SELECT * FROM {{ clustered_stats('rows',
@@ -29,18 +31,20 @@ errors AS (
                                       'value'], 'hash(video)', ['accuracy', 'composite']) }}
 ),
 means AS (
-    SELECT policy, run_id, step, data_source, dimension, value,
-           count(*) AS n_rows, count(uid) AS n_responded, avg(accuracy) AS accuracy,
-           avg(format_rate) AS format_rate, avg(composite) AS composite
+    SELECT policy, run_id, step, data_source, dimension, value, count(uid) AS n_responded,
+           avg(accuracy) AS accuracy, avg(format_rate) AS format_rate, avg(composite) AS composite
     FROM rows GROUP BY ALL
-)
-SELECT m.*,
+),
+-- every value of every checkpoint, responded or not
+grid AS (SELECT * FROM checkpoints CROSS JOIN values_n)
+SELECT g.policy, g.run_id, g.step, g.data_source, g.dimension, g.value, g.n_rows,
+       coalesce(m.n_responded, 0) AS n_responded, m.accuracy, m.format_rate, m.composite,
        e.accuracy_se,
        {{ interval('accuracy', 'm.accuracy', 'e.accuracy_se', 'e.accuracy_clusters - 1', 0, 1) }},
        e.composite_se,
        {{ interval('composite', 'm.composite', 'e.composite_se', 'e.composite_clusters - 1',
                    0, 1) }},
-       'clustered:video' AS se_method, c.part
-FROM means AS m
-JOIN errors AS e USING (policy, run_id, step, data_source, dimension, value)
-JOIN checkpoints AS c USING (policy, run_id, step)
+       'clustered:video' AS se_method, g.part
+FROM grid AS g
+LEFT JOIN means AS m USING (policy, run_id, step, data_source, dimension, value)
+LEFT JOIN errors AS e USING (policy, run_id, step, data_source, dimension, value)
