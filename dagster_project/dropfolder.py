@@ -153,7 +153,8 @@ def archive_copy(src: Path, archive_root: Path,
 
 
 def archive_versions(archive_root: Path, roots: Path | Sequence[Path], manifest: Path,
-                     home: Path, stat_cache: Path | None = None) -> list[dict]:
+                     home: Path, stat_cache: Path | None = None,
+                     deferred: dict[str, tuple[Path, Identity]] | None = None) -> list[dict]:
     """Archive every new (path, content) of the drop folder(s) `roots` (a folder that does not
     exist is empty) under `archive_root/<sha256>` and return the full version list: the
     previous manifest (a Parquet table under `home`) plus the new versions.
@@ -161,7 +162,15 @@ def archive_versions(archive_root: Path, roots: Path | Sequence[Path], manifest:
     Each version records the folder it came from. Versions seen in another folder (the setting
     pointed elsewhere before) stay listed and archived but are not current: readers take only
     `versions_of(versions, roots)`. Version numbers count per file name across folders, so
-    (source_file, version) names one version whatever the folder."""
+    (source_file, version) names one version whatever the folder.
+
+    `deferred`: a dict through which the caller takes over the copies of the new files whose
+    digest the stat cache holds (the folder's observation hashed them), so that it can copy
+    and read them side by side: they are listed by that digest, not copied, and put there as
+    archived path -> (the file, its identity at the scan). The caller copies each
+    (`archive_copy(file, archive_root, (identity, sha256))`) before it reads it, and must
+    check the digest that returns: a file rewritten since the scan is archived under another
+    digest, and then this list is not what the folder holds (call again without `deferred`)."""
     roots = [roots] if isinstance(roots, Path) else list(roots)
     previous = read_table(manifest, home).to_pylist() if manifest.exists() else []
     for r in previous:
@@ -184,18 +193,24 @@ def archive_versions(archive_root: Path, roots: Path | Sequence[Path], manifest:
         # known to the stat cache (the folder's observation hashed it) but not archived yet
         absent = [rel for rel, sha in new.items() if not (archive_root / sha).exists()]
         # (with their identity at the scan, size included: no second stat)
-        ident = [recorded.get(rel) for rel in absent]
-        jobs = [(root / rel, archive_root, (i, new[rel]) if i else None)
-                for rel, i in zip(absent, ident, strict=True)]
-        new.update(zip(absent, _each(lambda job: archive_copy(*job), jobs,
-                                     [i.size if i else 0 for i in ident]), strict=True))
+        ident = {rel: recorded.get(rel) for rel in absent}
+        later = {rel: i for rel, i in ident.items() if i and deferred is not None}
+        now = [rel for rel in absent if rel not in later]
+        jobs = [(root / rel, archive_root, (ident[rel], new[rel]) if ident[rel] else None)
+                for rel in now]
+        new.update(zip(now, _each(lambda job: archive_copy(*job), jobs,
+                                  [i.size if (i := ident[rel]) else 0 for rel in now]),
+                       strict=True))
         for rel, sha in new.items():
             archived = archive_root / sha
             if (folder, rel, sha) in known:  # changed since the scan, back to a known version
                 continue
+            if rel in later:
+                deferred[str(archived)] = (root / rel, later[rel])  # type: ignore[index]
             n = latest[rel] = latest.get(rel, 0) + 1
             versions.append({"folder": folder, "source_file": rel, "version": n, "sha256": sha,
-                             "size_bytes": archived.stat().st_size,
+                             "size_bytes": later[rel].size if rel in later
+                             else archived.stat().st_size,
                              "archived_path": str(archived)})
     for r in versions:
         r["is_current"] = current.get(r["folder"], {}).get(r["source_file"]) == r["sha256"]

@@ -28,6 +28,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dagster_project.dropfolder import archive_copy, archive_versions, versions_of
+from dagster_project.filecache import Identity
 from dagster_project.lifeline import process_pool
 from dagster_project.parts import PartStore
 from dagster_project.tables import raw_schema, streaming_parquet
@@ -61,12 +63,14 @@ UNKNOWN_UIDS_SCHEMA = raw_schema("vv_unknown_uids")
 
 @dataclass
 class PartsResult:
-    """What a sync did: parts kept as they were, parts written now, parts removed."""
+    """What a sync did: parts kept as they were, parts written now, parts removed, and the
+    files found rewritten since they were listed (not read: `sync_parts`)."""
 
     kept: int = 0
     written: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     rows_written: int = 0
+    changed: list[str] = field(default_factory=list)
 
 
 def parsed_stores(home: Path) -> dict[str, PartStore]:
@@ -89,15 +93,32 @@ def metrics_store(home: Path) -> PartStore:
     return PartStore.of_table(home, "vv_verl_metrics", METRICS_VERSION, VERL_METRICS_SCHEMA)
 
 
-def _parse_job(job: tuple[ResponseFile, Path, Path, pl.DataFrame | None]) -> int:
+def _copied(f: ResponseFile) -> bool:
+    """Archive `f` from its drop folder file if that is still to do (`f.copy_from`): whether
+    the archive then holds the version's bytes (False: the file was rewritten since the scan,
+    and its new bytes are archived under their own digest)."""
+    if f.copy_from is None:
+        return True
+    src, identity = f.copy_from
+    return archive_copy(src, f.path.parent, (identity, f.sha256)) == f.sha256
+
+
+def _parse_job(job: tuple[ResponseFile, Path, Path, pl.DataFrame | None]) -> int | None:
+    """Archive the version if that is left to do, then parse it; None if its file changed."""
     f, rows_path, rejects_path, questions = job
+    if not _copied(f):
+        return None
+    f = replace(f, copy_from=None)
     return write_response_part(f, rows_path, rejects_path, questions)["rows"]
 
 
 def sync_parts(home: Path, files: Sequence[ResponseFile],
                questions: pl.DataFrame | None = None) -> PartsResult:
     """Parse the versions that have no part yet (see the module notes), two files at a time
-    from `POOL_MIN_BYTES` on. `questions`: what other tools' files are resolved against."""
+    from `POOL_MIN_BYTES` on. `questions`: what other tools' files are resolved against.
+    A version still to be copied into the archive (`copy_from`) is copied by the job that
+    parses it, so that one file is copied while another is parsed; one whose file was
+    rewritten meanwhile is not parsed and is listed in `changed`."""
     result = PartsResult()
     rows, rejects = parsed_stores(home).values()
     for store in (rows, rejects):
@@ -107,20 +128,59 @@ def sync_parts(home: Path, files: Sequence[ResponseFile],
         result.removed += [k for k in store.keep(keys.values()) if k not in result.removed]
     jobs = [(f, rows.path(key), rejects.path(key), questions if f.tool is not None else None)
             for f, key in keys.items() if not (rows.has(key) and rejects.has(key))]
+    parsed = {job[0] for job in jobs}
+    # parsed before but not archived (the archive lost it): copied here, nothing to parse
+    result.changed = [f.source_file for f in files if f not in parsed and not _copied(f)]
     result.kept = len(files) - len(jobs)
-    size = sum(job[0].path.stat().st_size for job in jobs)
+    size = sum(f.copy_from[1].size if f.copy_from else f.path.stat().st_size for f in parsed)
     if len(jobs) > 1 and size >= POOL_MIN_BYTES and (os.cpu_count() or 1) > 1:
         with process_pool(2, mp_context=multiprocessing.get_context("spawn")) as pool:
             counts = list(pool.map(_parse_job, jobs))
     else:
         counts = [_parse_job(job) for job in jobs]
-    result.written = [job[1].stem for job in jobs]
-    result.rows_written = sum(counts)
+    result.written = [job[1].stem for job, n in zip(jobs, counts, strict=True) if n is not None]
+    result.changed += [job[0].source_file for job, n in zip(jobs, counts, strict=True)
+                       if n is None]
+    result.rows_written = sum(n for n in counts if n is not None)
     return result
 
 
 TOOL_QUESTION_COLUMNS = ["uid", "data_source", "row_index", "question", "options",
                          "user_prompt", "ground_truth", "video_uri"]
+
+
+def archive_and_parse(archive_root: Path, root: Path, manifest: Path, home: Path,
+                      stat_cache: Path | None, questions: Callable[[], pl.DataFrame]
+                      ) -> tuple[list[dict], PartsResult]:
+    """The versions of drop folder `root` (`dropfolder.archive_versions`, its manifest at
+    `manifest`) and the parts of every current one (`sync_parts`; `questions`: vv_questions'
+    `TOOL_QUESTION_COLUMNS`, read only for another tool's files). The new files the folder's
+    observation hashed are copied into the archive by the jobs that parse them, so that one
+    file is copied while another is parsed. A file rewritten since the scan is not parsed under
+    the digest it was listed with: the folder is then listed again, as usual (its copies made
+    and the other parts written are kept)."""
+    copies: dict[str, tuple[Path, Identity]] = {}
+    versions = archive_versions(archive_root, root, manifest, home, stat_cache, copies)
+    result = _sync_versions(home, root, versions, questions, copies)
+    if result.changed:
+        first = result
+        versions = archive_versions(archive_root, root, manifest, home, stat_cache)
+        result = _sync_versions(home, root, versions, questions, {})
+        result.written = first.written + result.written
+        result.kept -= len(first.written)
+        result.rows_written += first.rows_written
+        result.removed = first.removed + [k for k in result.removed if k not in first.removed]
+    return versions, result
+
+
+def _sync_versions(home: Path, root: Path, versions: list[dict],
+                   questions: Callable[[], pl.DataFrame],
+                   copies: dict[str, tuple[Path, Identity]]) -> PartsResult:
+    files = [ResponseFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]),
+                          copy_from=copies.get(v["archived_path"]))
+             for v in versions_of(versions, root)]
+    files, table = mark_tools(files, questions)
+    return sync_parts(home, files, table)
 
 
 def mark_tools(files: Sequence[ResponseFile], questions: Callable[[], pl.DataFrame]

@@ -32,6 +32,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from dagster_project.filecache import Identity
 from dagster_project.records import (
     NO_RECORDS,
     Record,
@@ -62,6 +63,9 @@ class ResponseFile:
     # output, its rows are resolved against the questions, whose fingerprint is `questions_key`
     tool: str | None = None
     questions_key: str | None = None
+    # the drop folder's file and its identity at the scan, when `path` is still to be copied
+    # from it (`dropfolder.archive_versions`' deferred copies; `response_parts.sync_parts`)
+    copy_from: tuple[Path, Identity] | None = None
 
     @property
     def label(self) -> str:
@@ -125,8 +129,9 @@ def record_problems(obj: Any) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def _read(f: ResponseFile):
-    return read_records(f.path, f.source_file, accept=(".jsonl", ".parquet"),
-                        max_record_bytes=MAX_RECORD_BYTES)
+    # a version not copied yet: its file, to tell its tool (the copy checks the bytes)
+    return read_records(f.path if f.copy_from is None else f.copy_from[0], f.source_file,
+                        accept=(".jsonl", ".parquet"), max_record_bytes=MAX_RECORD_BYTES)
 
 
 def tool_of(f: ResponseFile) -> str | None:

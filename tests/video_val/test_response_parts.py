@@ -5,6 +5,7 @@ writes no part, and one new version writes exactly its parts (parsed, scored, ve
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -14,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dagster_project.dropfolder import scan_drop_folder
 from dagster_project.parts import SCHEMA_PART
 from dagster_project.runner import materialize
 from dagster_project.tables import table_path
@@ -243,3 +245,56 @@ def test_scoring_keeps_each_parts_unknown_uids_beside_it(tmp_path):
 
     scored, unknown = response_parts.score_parts(tmp_path, questions)
     assert (scored.written, unknown.written, scored.kept, unknown.kept) == ([], [], 1, 1)
+
+
+def test_new_files_are_archived_by_the_jobs_that_parse_them_and_a_rewritten_one_read_again(
+        tmp_path, monkeypatch):
+    """Three new files the folder's observation hashed (the stat cache holds their digests): the
+    parse jobs (two processes) copy each into the archive before they read it. One is rewritten
+    after it was listed: its job finds other bytes and does not parse it; the folder is listed
+    again and that file is read as it is now. Every version is then archived byte for byte and
+    parsed once, under the digest of the bytes read."""
+    home, drop = tmp_path / "home", tmp_path / "drop"
+    drop.mkdir()
+    cache = home / "cache" / "files.sqlite"
+    for step in (1, 2, 3):
+        (drop / f"{step}.jsonl").write_text("".join(
+            _record(f"q:{i}", step, f"<answer>\\boxed{{A}}</answer> {i}") + "\n"
+            for i in range(40)))
+    scan_drop_folder(drop, cache)  # the observation
+    observed = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in drop.iterdir()}
+    listed = []
+    real = response_parts.archive_versions
+
+    def listed_then_rewritten(*args):
+        versions = real(*args)
+        listed.append(dict(args[5]) if len(args) > 5 else None)
+        if len(listed) == 1:  # after the first listing, before the jobs copy the files
+            with (drop / "2.jsonl").open("a") as fh:
+                fh.write(_record("q:99", 2, "late") + "\n")
+        return versions
+
+    monkeypatch.setattr(response_parts, "archive_versions", listed_then_rewritten)
+    monkeypatch.setattr(response_parts, "POOL_MIN_BYTES", 0)
+
+    versions, result = response_parts.archive_and_parse(
+        home / "archive", drop, home / "files.parquet", home, cache,
+        lambda: pytest.fail("no other tool's file here"))
+
+    # the first listing left the three copies to the jobs, under the digests observed; the
+    # second made its own
+    assert [sorted(Path(p).name for p in d) if d is not None else None for d in listed] == [
+        sorted(observed.values()), None]
+    assert {(v["source_file"], v["version"]) for v in versions} == {
+        ("1.jsonl", 1), ("2.jsonl", 1), ("3.jsonl", 1)}
+    for v in versions:
+        data = (drop / v["source_file"]).read_bytes()
+        assert v["sha256"] == hashlib.sha256(data).hexdigest()
+        assert Path(v["archived_path"]).read_bytes() == data
+        assert v["size_bytes"] == len(data)
+    assert (len(result.written), result.rows_written, result.changed) == (3, 121, [])
+    rows = pl.concat(pl.read_parquet(p, columns=["source_file"])
+                     for p in sorted(table_path(home, "vv_responses", SCHEMA_PART).parent.glob(
+                         "*.parquet")) if p.stem != SCHEMA_PART)
+    assert dict(rows.group_by("source_file").len().iter_rows()) == {
+        "1.jsonl": 40, "2.jsonl": 41, "3.jsonl": 40}

@@ -25,12 +25,10 @@ from dagster_project.defs.resources import (
 )
 from dagster_project.dropfolder import (
     VERSIONS_SCHEMA,
-    archive_versions,
     drop_folder_listing,
     escapes,
     listing_version,
     stat_listing,
-    versions_of,
 )
 from dagster_project.hub import parse_hub_uri
 from dagster_project.status import file_identity, mark_written
@@ -51,12 +49,11 @@ from dagster_project.video_val.read import (
 from dagster_project.video_val.response_parts import (
     TOOL_QUESTION_COLUMNS,
     PartsResult,
-    mark_tools,
+    archive_and_parse,
     score_parts,
-    sync_parts,
     verl_metric_parts,
 )
-from dagster_project.video_val.responses import PARSER_VERSION, ResponseFile
+from dagster_project.video_val.responses import PARSER_VERSION
 from dagster_project.video_val.schema import SOURCES
 from dagster_project.video_val.scoring import SCORING_VERSION
 from dagster_project.video_val.source import SOURCE_SCHEMA, acquire_val_source
@@ -327,23 +324,20 @@ def vv_responses(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     if s.uses_demo_responses():
         demo_generator().ensure_responses_demo(s)
     root = s.open_drop_folder("RESPONSES_DIR")
-    versions = archive_versions(s.archive_dir / "responses", root,
-                                benchlake.table_path("vv_response_files"), s.home,
-                                s.file_cache)
+    versions, result = archive_and_parse(
+        s.archive_dir / "responses", root, benchlake.table_path("vv_response_files"), s.home,
+        s.file_cache, lambda: pl.from_arrow(benchlake.read("vv_questions",
+                                                           TOOL_QUESTION_COLUMNS)))
     refused = escapes(root, "RESPONSES_DIR")  # never read (`roots`)
     for e in refused:
         context.log.warning(f"RESPONSES_DIR {e.rel}: refused: {e.reason}")
+    context.log.info(f"{len(result.written)} file versions parsed, {result.kept} already "
+                     f"parsed, {len(result.removed)} parts removed")
+    # the versions after their parts: the sensor's cursor reads them as ingested
     yield write_and_describe(context, benchlake, "vv_response_files",
                              rows_to_table(versions, VERSIONS_SCHEMA),
                              links_leading_out=dg.MetadataValue.json(
                                  {e.rel: e.reason for e in refused}))
-    files = [ResponseFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
-             for v in versions_of(versions, root)]
-    files, questions = mark_tools(files, lambda: pl.from_arrow(
-        benchlake.read("vv_questions", TOOL_QUESTION_COLUMNS)))
-    result = sync_parts(s.home, files, questions)
-    context.log.info(f"{len(result.written)} file versions parsed, {result.kept} already "
-                     f"parsed, {len(result.removed)} parts removed")
     for name in RESPONSE_TABLES[1:]:
         yield _parts_result(context, benchlake, name, result)
 
