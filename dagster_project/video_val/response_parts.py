@@ -64,7 +64,7 @@ UNKNOWN_UIDS_SCHEMA = raw_schema("vv_unknown_uids")
 @dataclass
 class PartsResult:
     """What a sync did: parts kept as they were, parts written now, parts removed, and the
-    files found rewritten since they were listed (not read: `sync_parts`)."""
+    files found rewritten or removed since they were listed (not read: `sync_parts`)."""
 
     kept: int = 0
     written: list[str] = field(default_factory=list)
@@ -96,11 +96,14 @@ def metrics_store(home: Path) -> PartStore:
 def _copied(f: ResponseFile) -> bool:
     """Archive `f` from its drop folder file if that is still to do (`f.copy_from`): whether
     the archive then holds the version's bytes (False: the file was rewritten since the scan,
-    and its new bytes are archived under their own digest)."""
+    and its new bytes are archived under their own digest, or removed)."""
     if f.copy_from is None:
         return True
     src, identity = f.copy_from
-    return archive_copy(src, f.path.parent, (identity, f.sha256)) == f.sha256
+    try:
+        return archive_copy(src, f.path.parent, (identity, f.sha256)) == f.sha256
+    except FileNotFoundError:  # removed since the scan: no longer the folder's content
+        return False
 
 
 def _parse_job(job: tuple[ResponseFile, Path, Path, pl.DataFrame | None]) -> int | None:
@@ -118,7 +121,7 @@ def sync_parts(home: Path, files: Sequence[ResponseFile],
     from `POOL_MIN_BYTES` on. `questions`: what other tools' files are resolved against.
     A version still to be copied into the archive (`copy_from`) is copied by the job that
     parses it, so that one file is copied while another is parsed; one whose file was
-    rewritten meanwhile is not parsed and is listed in `changed`."""
+    rewritten or removed meanwhile is not parsed and is listed in `changed`."""
     result = PartsResult()
     rows, rejects = parsed_stores(home).values()
     for store in (rows, rejects):
@@ -156,9 +159,9 @@ def archive_and_parse(archive_root: Path, root: Path, manifest: Path, home: Path
     `manifest`) and the parts of every current one (`sync_parts`; `questions`: vv_questions'
     `TOOL_QUESTION_COLUMNS`, read only for another tool's files). The new files the folder's
     observation hashed are copied into the archive by the jobs that parse them, so that one
-    file is copied while another is parsed. A file rewritten since the scan is not parsed under
-    the digest it was listed with: the folder is then listed again, as usual (its copies made
-    and the other parts written are kept)."""
+    file is copied while another is parsed. A file rewritten or removed since the scan is not
+    parsed under the digest it was listed with: the folder is then listed again, as usual (its
+    copies made and the other parts written are kept)."""
     copies: dict[str, tuple[Path, Identity]] = {}
     versions = archive_versions(archive_root, root, manifest, home, stat_cache, copies)
     result = _sync_versions(home, root, versions, questions, copies)

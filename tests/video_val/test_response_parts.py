@@ -249,15 +249,15 @@ def test_scoring_keeps_each_parts_unknown_uids_beside_it(tmp_path):
 
 def test_new_files_are_archived_by_the_jobs_that_parse_them_and_a_rewritten_one_read_again(
         tmp_path, monkeypatch):
-    """Three new files the folder's observation hashed (the stat cache holds their digests): the
-    parse jobs (two processes) copy each into the archive before they read it. One is rewritten
-    after it was listed: its job finds other bytes and does not parse it; the folder is listed
-    again and that file is read as it is now. Every version is then archived byte for byte and
-    parsed once, under the digest of the bytes read."""
+    """Four new files the folder's observation hashed (the stat cache holds their digests): the
+    parse jobs (two processes) copy each into the archive before they read it. After they were
+    listed, one is rewritten and one removed: their jobs find other bytes, or none, and parse
+    nothing; the folder is listed again and the rewritten file read as it is now. Every version
+    is then archived byte for byte and parsed once, under the digest of the bytes read."""
     home, drop = tmp_path / "home", tmp_path / "drop"
     drop.mkdir()
     cache = home / "cache" / "files.sqlite"
-    for step in (1, 2, 3):
+    for step in (1, 2, 3, 4):
         (drop / f"{step}.jsonl").write_text("".join(
             _record(f"q:{i}", step, f"<answer>\\boxed{{A}}</answer> {i}") + "\n"
             for i in range(40)))
@@ -272,6 +272,7 @@ def test_new_files_are_archived_by_the_jobs_that_parse_them_and_a_rewritten_one_
         if len(listed) == 1:  # after the first listing, before the jobs copy the files
             with (drop / "2.jsonl").open("a") as fh:
                 fh.write(_record("q:99", 2, "late") + "\n")
+            (drop / "4.jsonl").unlink()
         return versions
 
     monkeypatch.setattr(response_parts, "archive_versions", listed_then_rewritten)
@@ -281,7 +282,7 @@ def test_new_files_are_archived_by_the_jobs_that_parse_them_and_a_rewritten_one_
         home / "archive", drop, home / "files.parquet", home, cache,
         lambda: pytest.fail("no other tool's file here"))
 
-    # the first listing left the three copies to the jobs, under the digests observed; the
+    # the first listing left the four copies to the jobs, under the digests observed; the
     # second made its own
     assert [sorted(Path(p).name for p in d) if d is not None else None for d in listed] == [
         sorted(observed.values()), None]
