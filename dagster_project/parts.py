@@ -22,6 +22,7 @@ import queue
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,37 @@ class PartStore:
         finally:
             con.close()
         return table.cast(schema)
+
+
+def on_connections(work: Callable[[Any, Any], Any], items: Sequence[Any],
+                   workers: int = 2) -> list[Any]:
+    """`work(connection, item)` for every item on up to `workers` threads (never more than the
+    cores), each with its own in-memory DuckDB connection of one thread; the results in the
+    items' order. For many small queries (a part or a checkpoint each), which one at a time
+    leave a core idle: DuckDB lets go of the GIL while it runs one."""
+    import duckdb
+
+    n = max(1, min(workers, os.cpu_count() or 1, len(items)))
+    idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    connections = [duckdb.connect(":memory:", config={"threads": 1}) for _ in range(n)]
+    for con in connections:
+        idle.put(con)
+
+    def run(item: Any) -> Any:
+        con = idle.get()
+        try:
+            return work(con, item)
+        finally:
+            idle.put(con)
+
+    try:
+        if n == 1:
+            return [run(item) for item in items]
+        with ThreadPoolExecutor(n) as pool:
+            return list(pool.map(run, items))
+    finally:
+        for con in connections:
+            con.close()
 
 
 def file_rows(paths: Sequence[Path]) -> list[int]:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from dagster_project.parts import SCHEMA_PART, PartStore, read_ahead
+from dagster_project.parts import SCHEMA_PART, PartStore, on_connections, read_ahead
 from dagster_project.tables import path_field
 
 SCHEMA = pa.schema([("name", pa.string()), path_field("image_path")])
@@ -124,3 +125,24 @@ def test_read_ahead_keeps_the_order_raises_the_readers_error_and_stops_with_its_
     items.close()  # the caller stops early: the reader stops too, holding a bounded few more
     assert not any(t.name == "read-ahead" for t in threading.enumerate())
     assert len(read) <= 3 + 2 + 2
+
+
+def test_on_connections_keeps_the_order_and_raises():
+    """Fifty items on two connections (never more): the results in the items' order, each
+    computed on its connection; an item's error is raised to the caller."""
+    used = set()
+
+    def work(con, i):
+        used.add(id(con))
+        return con.execute("SELECT ? * 2", [i]).fetchone()[0]
+
+    assert on_connections(work, list(range(50)), 2) == [i * 2 for i in range(50)]
+    assert 1 <= len(used) <= 2
+
+    def fails(con, i):
+        if i == 7:
+            raise ValueError("item 7")
+        return con.execute("SELECT ?", [i]).fetchone()[0]
+
+    with pytest.raises(ValueError, match="item 7"):
+        on_connections(fails, list(range(20)), 2)

@@ -28,15 +28,13 @@ alike, and no view groups the keys of the whole campaign.
 from __future__ import annotations
 
 import os
-import queue
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
 
-from dagster_project.parts import PartStore
+from dagster_project.parts import PartStore, on_connections
 from dagster_project.tables import raw_schema
 from dagster_project.video_val.format_rules import FORMAT_RULES
 from dagster_project.video_val.response_parts import PartsResult, parsed_stores, scored_store
@@ -178,26 +176,20 @@ def question_score_parts(home: Path) -> tuple[PartsResult, PartsResult]:
     formats = ", ".join(f"count(*) FILTER (WHERE a.{c}) AS n_{c}" for c in FORMAT_COLUMNS)
     sql = _SQL.format(formats=formats)
     # A checkpoint is a few small queries and two writes, ~70 ms mostly spent outside DuckDB's
-    # own threads: checkpoints are counted on WORKERS threads at once, each its own connection
-    # (DuckDB lets go of the GIL while it runs a query).
-    idle: queue.SimpleQueue[duckdb.DuckDBPyConnection] = queue.SimpleQueue()
-
-    def count(checkpoint: tuple[str, int]) -> list[tuple[str, int] | None]:
+    # own threads: WORKERS checkpoints at once (`parts.on_connections`).
+    def count(con: duckdb.DuckDBPyConnection, checkpoint: tuple[str, int]
+              ) -> list[tuple[str, int] | None]:
         """Write the checkpoint's missing parts: (key, rows) of each store, None if kept."""
-        con = idle.get()
-        try:
-            files = [str(scored.path(k)) for k in sorted(held[checkpoint])]
-            con.execute("CREATE OR REPLACE TEMP TABLE records AS SELECT * FROM "
-                        "read_parquet($files) WHERE run_id = $run_id AND step = $step",
-                        {"files": files, "run_id": checkpoint[0], "step": checkpoint[1]})
-            scores = con.sql(sql).to_arrow_table()
-            # the later records, their digests joined only when the checkpoint has any
-            con.execute(f"CREATE OR REPLACE TEMP TABLE repeated AS {_REPEATED_SQL}")
-            [(repeats,)] = con.execute("SELECT count(*) FROM repeated").fetchall()
-            later = (con.execute(_LATER_SQL, {"files": parsed_files(checkpoint)}).to_arrow_table()
-                     if repeats else LATER_RECORDS_SCHEMA.empty_table())
-        finally:
-            idle.put(con)
+        files = [str(scored.path(k)) for k in sorted(held[checkpoint])]
+        con.execute("CREATE OR REPLACE TEMP TABLE records AS SELECT * FROM "
+                    "read_parquet($files) WHERE run_id = $run_id AND step = $step",
+                    {"files": files, "run_id": checkpoint[0], "step": checkpoint[1]})
+        scores = con.sql(sql).to_arrow_table()
+        # the later records, their digests joined only when the checkpoint has any
+        con.execute(f"CREATE OR REPLACE TEMP TABLE repeated AS {_REPEATED_SQL}")
+        [(repeats,)] = con.execute("SELECT count(*) FROM repeated").fetchall()
+        later = (con.execute(_LATER_SQL, {"files": parsed_files(checkpoint)}).to_arrow_table()
+                 if repeats else LATER_RECORDS_SCHEMA.empty_table())
         written: list[tuple[str, int] | None] = []
         for store, wanted, table in zip(stores, keys, (scores, later), strict=True):
             key = wanted[checkpoint]
@@ -208,15 +200,7 @@ def question_score_parts(home: Path) -> tuple[PartsResult, PartsResult]:
                 written.append((key, table.num_rows))
         return written
 
-    connections = [duckdb.connect(config={"threads": 1}) for _ in range(WORKERS)]
-    for con in connections:
-        idle.put(con)
-    try:
-        with ThreadPoolExecutor(WORKERS) as pool:
-            done = list(pool.map(count, todo))
-    finally:
-        for con in connections:
-            con.close()
+    done = on_connections(count, todo, WORKERS)
     for written in done:  # in checkpoint order, whatever order the threads finished in
         for result, part in zip(results, written, strict=True):
             if part is not None:
