@@ -178,14 +178,19 @@ class PartStore:
 def on_connections(work: Callable[[Any, Any], Any], items: Sequence[Any],
                    workers: int = 2) -> list[Any]:
     """`work(connection, item)` for every item on up to `workers` threads (never more than the
-    cores), each with its own in-memory DuckDB connection of one thread; the results in the
-    items' order. For many small queries (a part or a checkpoint each), which one at a time
-    leave a core idle: DuckDB lets go of the GIL while it runs one."""
+    cores), each with its own in-memory DuckDB connection and its share of the cores; the
+    results in the items' order. For many small queries (a part or a checkpoint each), which
+    one at a time leave a core idle: DuckDB lets go of the GIL while it runs one. A single
+    item gets one connection with every core."""
     import duckdb
 
-    n = max(1, min(workers, os.cpu_count() or 1, len(items)))
+    if not items:
+        return []
+    cores = os.cpu_count() or 1
+    n = max(1, min(workers, cores, len(items)))
     idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    connections = [duckdb.connect(":memory:", config={"threads": 1}) for _ in range(n)]
+    connections = [duckdb.connect(":memory:", config={"threads": max(1, cores // n)})
+                   for _ in range(n)]
     for con in connections:
         idle.put(con)
 

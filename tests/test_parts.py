@@ -3,6 +3,7 @@ written once and atomically, the schema part, and `keep` removing what is no lon
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -138,6 +139,10 @@ def test_on_connections_keeps_the_order_and_raises():
 
     assert on_connections(work, list(range(50)), 2) == [i * 2 for i in range(50)]
     assert 1 <= len(used) <= 2
+    assert on_connections(work, [], 2) == []
+    # one item: one connection, with every core
+    assert on_connections(lambda con, _: con.execute(
+        "SELECT current_setting('threads')").fetchone()[0], [0], 2) == [os.cpu_count() or 1]
 
     def fails(con, i):
         if i == 7:
