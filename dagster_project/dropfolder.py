@@ -192,14 +192,14 @@ def archive_versions(archive_root: Path, roots: Path | Sequence[Path], manifest:
         new = {rel: sha for rel, sha in listing.items() if (folder, rel, sha) not in known}
         # known to the stat cache (the folder's observation hashed it) but not archived yet
         absent = [rel for rel, sha in new.items() if not (archive_root / sha).exists()]
-        # (with their identity at the scan, size included: no second stat)
-        ident = {rel: recorded.get(rel) for rel in absent}
-        later = {rel: i for rel, i in ident.items() if i and deferred is not None}
+        # their identity at the scan (size included: no second stat); those the caller copies
+        later = ({rel: recorded[rel] for rel in absent if rel in recorded}
+                 if deferred is not None else {})
         now = [rel for rel in absent if rel not in later]
-        jobs = [(root / rel, archive_root, (ident[rel], new[rel]) if ident[rel] else None)
+        jobs = [(root / rel, archive_root, (recorded[rel], new[rel]) if rel in recorded else None)
                 for rel in now]
         new.update(zip(now, _each(lambda job: archive_copy(*job), jobs,
-                                  [i.size if (i := ident[rel]) else 0 for rel in now]),
+                                  [recorded[rel].size if rel in recorded else 0 for rel in now]),
                        strict=True))
         for rel, sha in new.items():
             archived = archive_root / sha

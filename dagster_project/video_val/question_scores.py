@@ -27,7 +27,6 @@ alike, and no view groups the keys of the whole campaign.
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -40,7 +39,7 @@ from dagster_project.video_val.format_rules import FORMAT_RULES
 from dagster_project.video_val.response_parts import PartsResult, parsed_stores, scored_store
 
 QUESTION_SCORES_VERSION = "2"
-WORKERS = max(1, min(4, os.cpu_count() or 1))  # checkpoints counted at once
+WORKERS = 4  # checkpoints counted at once, at most (`on_connections`: never above the cores)
 QUESTION_SCORES_SCHEMA = raw_schema("vv_question_scores")
 LATER_RECORDS_SCHEMA = raw_schema("vv_later_records")
 FORMAT_COLUMNS = [f"format_{rule}" for rule in FORMAT_RULES]
