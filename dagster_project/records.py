@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow.parquet as pq
 
 from dagster_project.dropfolder import CHUNK, file_sha256
@@ -66,7 +67,26 @@ STRICT_JSON = json.JSONDecoder(object_pairs_hook=_unique_pairs, parse_constant=_
 _BOM = b"\xef\xbb\xbf"
 
 
+# orjson reads a record ~5x faster than `STRICT_JSON` and refuses what it refuses (NaN,
+# Infinity, invalid text), but keeps the last of repeated keys and makes an integer over 64 bits
+# a float. So it is used only where it provably reads the same value: no run of 19 digits (an
+# integer that might not fit) and no `\u` escape in the text; then every colon of the text is a
+# key's or a literal one inside a string, as in orjson's own text of the value, and a repeated
+# key (dropped, with its colon) leaves fewer. Anything else is read by `STRICT_JSON`, which says
+# what is wrong.
+_DIGITS = bytes.maketrans(b"123456789", b"000000000")  # every digit a 0 (one C pass)
+_LONG_NUMBER = b"0" * 19
+
+
 def _decode(text: str, line: int, what: str = "") -> Record:
+    if "\\u" not in text and _LONG_NUMBER not in text.encode().translate(_DIGITS):
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            if orjson.dumps(value).count(b":") == text.count(":"):
+                return Record(line, text, value)
     try:
         return Record(line, text, STRICT_JSON.decode(text))
     except json.JSONDecodeError as exc:

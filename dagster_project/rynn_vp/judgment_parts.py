@@ -54,6 +54,8 @@ BATCH_ROWS = 2_000
 # least this many bytes of them (starting them costs about what checking a few MB does).
 PARALLEL_BYTES = 2 * 2**20
 WORKERS = 2
+BINS_PER_WORKER = 4
+FILE_BYTES = 32 * 2**10  # writing a part (one per file version) costs what checking 32 KB does
 READ_CHUNK = 2_000  # parts per query of read_parts (what one sorted result holds)
 
 STAGES = ("gt_compilation", "observer", "vr_vq_judge", "hallucination_auditor", "pi_judge",
@@ -271,17 +273,22 @@ def sync_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext
         for eid in ids:
             owner[eid] = ev
     todo = [(sf, key) for sf, key in keys.items() if not store.has(key)]
-    # the file versions over `workers` processes, as even in bytes as whole files allow
+    # The file versions over `workers` processes in `BINS_PER_WORKER` times as many bins, as
+    # even in cost as whole files allow (a part costs what checking `FILE_BYTES` does), the
+    # costliest first: a process that finishes early takes the next bin.
     workers = min(WORKERS, os.cpu_count() or 1, len(todo))
-    bins: list[list] = [[] for _ in range(workers)]
-    sizes = [0] * workers
-    size_of = {sf: sf.path.stat().st_size for sf, _ in todo}
-    for sf, key in sorted(todo, key=lambda t: -size_of[t[0]]):
-        i = sizes.index(min(sizes))
+    n_bins = min(workers * BINS_PER_WORKER, len(todo))
+    bins: list[list] = [[] for _ in range(n_bins)]
+    costs = [0] * n_bins
+    cost_of = {sf: sf.path.stat().st_size + FILE_BYTES for sf, _ in todo}
+    for sf, key in sorted(todo, key=lambda t: -cost_of[t[0]]):
+        i = costs.index(min(costs))
         bins[i].append((sf, key))
-        sizes[i] += size_of[sf]
-    if workers > 1 and min(sizes) >= PARALLEL_BYTES:  # else a process would wait for the rest
-        for _ in fan_out(_write_parts, [(ctx, owner, store, b) for b in bins], workers):
+        costs[i] += cost_of[sf]
+    if workers > 1 and sum(costs) >= workers * PARALLEL_BYTES:  # else starting them costs more
+        jobs = [(ctx, owner, store, b) for _, b in sorted(zip(costs, bins, strict=True),
+                                                         key=lambda cb: -cb[0])]
+        for _ in fan_out(_write_parts, jobs, workers):
             pass
     else:
         _write_parts((ctx, owner, store, todo))

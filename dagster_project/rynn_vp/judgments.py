@@ -257,36 +257,44 @@ class _Ingest:
         the records before is decided here, one record at a time on its keys; the rows of
         the accepted ones are then taken from the batch as they are."""
         n = batch.num_rows
-        cols = {name: batch.column(name).to_pylist() for name in (
+        (idxs, lines, problems, shas, all_reasons, is_object, idents, same_ases,
+         lists_gt) = (batch.column(name).to_pylist() for name in (
             "idx", "line", "problem", "sha", "reasons", "is_object", "ident", "same_as",
-            "lists_gt")}
+            "lists_gt"))
         judgment, gt = batch.column("judgment"), batch.column("gt")
-        keys = {f: judgment.field(f).to_pylist()
-                for f in ("system", "case_id", "judge_run_id", "attempt", "attempt_kind")}
-        gt_keys = {f: gt.field(f).to_pylist() for f in ("case_id", "judge_run_id", "is_current")}
+        systems, cases, runs, attempts, kinds = (judgment.field(f).to_pylist() for f in (
+            "system", "case_id", "judge_run_id", "attempt", "attempt_kind"))
+        gt_cases, gt_runs, gt_current = (gt.field(f).to_pylist() for f in (
+            "case_id", "judge_run_id", "is_current"))
+        # per file of the batch: its index in the replay, and whether it holds GT compilations
+        file_no = [self.index[sf] for sf in files]
+        gt_file = [sf.source_file.startswith(GT_PREFIX) for sf in files]
         accepted = np.zeros(n, bool)
+        seen, known_judgments, starts = self.seen, self.judgments, self.starts
         for i in range(n):
-            sf = files[cols["idx"][i]]
-            self.starts.setdefault(self.index[sf], self.seq)
+            k = idxs[i]
+            sf, no = files[k], file_no[k]
+            if no not in starts:
+                starts[no] = self.seq
             self.seq += 1
-            line = cols["line"][i]
-            if cols["problem"][i] is not None:
-                self.add("rvp_judgment_rejects", _reject(sf, line, cols["problem"][i],
+            line = lines[i]
+            if problems[i] is not None:
+                self.add("rvp_judgment_rejects", _reject(sf, line, problems[i],
                                                          batch.column("raw")[i].as_py()))
                 continue
-            where = (self.index[sf] << _LINE_BITS) | line
-            is_gt = sf.source_file.startswith(GT_PREFIX)
-            key = bytes.fromhex(cols["sha"][i]) + (b"g" if is_gt else b"j")
-            first = self.seen.get(key)
+            where = (no << _LINE_BITS) | line
+            is_gt = gt_file[k]
+            key = bytes.fromhex(shas[i]) + (b"g" if is_gt else b"j")
+            first = seen.get(key)
             if first is not None:
                 self.duplicate(batch, i, sf, first, "same content")
                 continue
-            self.seen[key] = where
-            reasons = cols["reasons"][i]
-            if not cols["is_object"][i]:
+            seen[key] = where
+            reasons = all_reasons[i]
+            if not is_object[i]:
                 self.reject(batch, i, sf, reasons)
                 continue
-            ident = cols["ident"][i] and bytes.fromhex(cols["ident"][i])
+            ident = idents[i] and bytes.fromhex(idents[i])
             if is_gt:
                 first = self.gts.get(ident) if ident is not None else None
                 if first is not None:
@@ -296,12 +304,12 @@ class _Ingest:
                     self.reject(batch, i, sf, reasons)
                     continue
                 self.gts[ident] = where
-                if gt_keys["is_current"][i]:
-                    self.current_gt(self.seq, gt_keys["case_id"][i], gt_keys["judge_run_id"][i])
+                if gt_current[i]:
+                    self.current_gt(self.seq, gt_cases[i], gt_runs[i])
                 accepted[i] = True
                 continue
-            same_as = cols["same_as"][i] and bytes.fromhex(cols["same_as"][i])
-            known = self.judgments.get(ident) if ident is not None else None
+            same_as = same_ases[i] and bytes.fromhex(same_ases[i])
+            known = known_judgments.get(ident) if ident is not None else None
             if known is not None:
                 if not reasons and known[1] == same_as:
                     self.duplicate(batch, i, sf, known[0],
@@ -313,12 +321,12 @@ class _Ingest:
             if reasons:
                 self.reject(batch, i, sf, reasons)
                 continue
-            self.judgments[ident] = (where, same_as)
+            known_judgments[ident] = (where, same_as)
             accepted[i] = True
-            group = tuple(sys.intern(keys[k][i]) for k in ("system", "case_id", "judge_run_id"))
+            group = (sys.intern(systems[i]), sys.intern(cases[i]), sys.intern(runs[i]))
             # A manager review overrides any retry; among equals the latest attempt wins.
-            rank = (keys["attempt_kind"][i] == "manager_review", keys["attempt"][i])
-            self.accept(self.seq, group, rank, cols["lists_gt"][i])
+            self.accept(self.seq, group, (kinds[i] == "manager_review", attempts[i]),
+                        lists_gt[i])
         if not accepted.any():
             return
         kept = batch.filter(pa.array(accepted))

@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from dagster_project.runner import materialize
+from dagster_project.rynn_vp import judgment_parts
 from dagster_project.rynn_vp.judgment_parts import context_fingerprint, judgment_store, sync_parts
 from dagster_project.rynn_vp.judgments import ingest
 from tests.conftest import copy_home
@@ -66,6 +67,18 @@ def test_replaying_parts_equals_reading_again(tmp_path):
     assert len(written) == len(files)  # another context: every record checked again
     assert ingest(files, other, changed) == ingest(files, other)
     assert any("unknown system" in r["reason"] for r in ingest(files, other, changed).rejects)
+
+
+def test_parts_checked_by_processes_are_those_checked_in_turn(tmp_path, monkeypatch):
+    """Over two processes (bins of whole files, the costliest first) every part has the bytes
+    one process writes."""
+    files = _mixed_files(Drop(tmp_path / "drop"))
+    alone, _ = sync_parts(judgment_store(tmp_path / "alone"), files, CTX)
+    monkeypatch.setattr(judgment_parts, "PARALLEL_BYTES", 0)  # the demo's files are small
+    monkeypatch.setattr(judgment_parts, "WORKERS", 2)
+    spread, written = sync_parts(judgment_store(tmp_path / "spread"), files, CTX)
+    assert len(written) == len(files) and spread.keys() == alone.keys()
+    assert all(spread[sf].read_bytes() == alone[sf].read_bytes() for sf in files)
 
 
 @pytest.mark.slow
