@@ -32,13 +32,14 @@ from dagster_project.parts import digest
 # Bump when the replay's decisions or its state change: the next run replays everything.
 REPLAY_VERSION = "2"
 STATE = "state.pickle"
+ROWS = "rows.pickle"  # the rows of each part of the last replay, by name (`part_rows`)
 _LINE_BITS = 32  # as `judgments._LINE_BITS`: a place is (file index << 32) | line
 
 
 def save(folder: Path, names: Sequence[str], refused: Sequence[dict[str, Any]],
-         state: Any) -> None:
-    """Keep the state of a finished replay of the parts `names` (in order) in `folder`
-    (replaced atomically)."""
+         state: Any, rows: Sequence[int]) -> None:
+    """Keep the state of a finished replay of the parts `names` (in order, with their `rows`)
+    in `folder` (replaced atomically)."""
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -51,8 +52,22 @@ def save(folder: Path, names: Sequence[str], refused: Sequence[dict[str, Any]],
              "dup_seqs": state.dup_seqs}
     with open(tmp / STATE, "wb") as fh:
         pickle.dump(saved, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    with open(tmp / ROWS, "wb") as fh:
+        pickle.dump({"version": REPLAY_VERSION, "rows": dict(zip(names, rows, strict=True))}, fh,
+                    protocol=pickle.HIGHEST_PROTOCOL)
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
+
+
+def part_rows(folder: Path) -> dict[str, int]:
+    """The rows of each part the replay kept in `folder` read (a part's name is a digest of
+    what it holds), so that the next run opens the footers of new parts only: {} if none."""
+    try:
+        with open(folder / ROWS, "rb") as fh:
+            saved = pickle.load(fh)
+    except (OSError, pickle.UnpicklingError, EOFError):
+        return {}
+    return saved["rows"] if saved.get("version") == REPLAY_VERSION else {}
 
 
 def restore(folder: Path, state: Any, names: Sequence[str], refused: Sequence[dict[str, Any]],

@@ -372,11 +372,15 @@ def write_tables(files: Sequence[SourceFile], ctx: EvalContext,
     same context: `judgment_parts.sync_parts`). `refused`: reject rows found before reading
     (links that lead out of the folder), the first rows written. `checkpoint`: a folder for the
     replay's state (`judgment_replay`): the segments before the first one missing are then
-    neither replayed nor written."""
+    neither replayed nor written, and the parts it read are not opened again for their rows."""
     if parts is None:
         parts, _ = sync_parts(judgment_store(work), files, ctx)
     names = [parts[sf].name for sf in files]
-    rows = file_rows([parts[sf] for sf in files])
+    # the rows of each part: those the kept replay read are known, new parts' footers are read
+    known = judgment_replay.part_rows(checkpoint) if checkpoint else {}
+    counted = iter(file_rows([parts[sf] for sf, name in zip(files, names, strict=True)
+                              if name not in known]))
+    rows = [known[name] if name in known else next(counted) for name in names]
     segs = segments(names, rows, refused)
     keys = [{name: store.key(f"{n:05d}", chain) for name, store in stores.items()}
             for n, (_, _, chain) in enumerate(segs)]
@@ -412,7 +416,7 @@ def write_tables(files: Sequence[SourceFile], ctx: EvalContext,
                 writer.close()
         state.out = {}
     if written and checkpoint is not None:  # else the state is the one saved
-        judgment_replay.save(checkpoint, names, refused, state)
+        judgment_replay.save(checkpoint, names, refused, state, rows)
     if written or not stores["rvp_stages"].has(tail):
         stores["rvp_stages"].write(tail, state.gt_stage_rows())
     return Written({name: store.rows() for name, store in stores.items()}, state.duplicates,

@@ -71,6 +71,24 @@ def test_a_file_added_at_the_end_replays_alone(tmp_path):
     _check(tmp_path, files, [*files, late], covered=len(files))
 
 
+def test_a_resumed_replay_opens_the_new_parts_only(tmp_path, monkeypatch):
+    """The rows of the parts the kept replay read are known: one more file opens one footer,
+    not one per file of the campaign."""
+    drop = Drop(tmp_path / "drop")
+    files = _mixed_files(drop)
+    late = drop.jsonl("z-late.jsonl", [judgment(attempt=3, attempt_kind="retry")])
+    store = judgment_store(tmp_path / "cache")
+    _run(files, store, tmp_path / "w0", tmp_path / "replay")
+    opened, real = [], judgments.file_rows
+    monkeypatch.setattr(judgments, "file_rows",
+                        lambda paths: opened.extend(p.name for p in paths) or real(paths))
+    resumed, _ = _run([*files, late], store, tmp_path / "w0", tmp_path / "replay")
+    parts, _ = sync_parts(store, [*files, late], CTX)  # all there: none written
+    assert opened == [parts[late].name]
+    full, _ = _run([*files, late], store, tmp_path / "w1")  # no kept replay: every footer
+    assert resumed == full and len(opened) == 1 + len(files) + 1
+
+
 def test_a_file_inserted_earlier_replays_from_there(tmp_path):
     drop = Drop(tmp_path / "drop")
     files = _mixed_files(drop)
