@@ -152,6 +152,20 @@ def archive_copy(src: Path, archive_root: Path,
     return sha
 
 
+def copy_deferred(archived: Path, sha256: str, copy: tuple[Path, Identity] | None) -> bool:
+    """Copy the version archived at `archived` (digest `sha256`) from its drop-folder file, if
+    `archive_versions` left that to the caller (`copy`: the file and its identity at the scan):
+    whether the archive then holds the version's bytes (False: the file was rewritten since the
+    scan, and its new bytes are archived under their own digest, or removed)."""
+    if copy is None:
+        return True
+    src, identity = copy
+    try:
+        return archive_copy(src, archived.parent, (identity, sha256)) == sha256
+    except FileNotFoundError:  # removed since the scan: no longer the folder's content
+        return False
+
+
 def archive_versions(archive_root: Path, roots: Path | Sequence[Path], manifest: Path,
                      home: Path, stat_cache: Path | None = None,
                      deferred: dict[str, tuple[Path, Identity]] | None = None) -> list[dict]:
@@ -168,9 +182,9 @@ def archive_versions(archive_root: Path, roots: Path | Sequence[Path], manifest:
     digest the stat cache holds (the folder's observation hashed them), so that it can copy
     and read them side by side: they are listed by that digest, not copied, and put there as
     archived path -> (the file, its identity at the scan). The caller copies each
-    (`archive_copy(file, archive_root, (identity, sha256))`) before it reads it, and must
-    check the digest that returns: a file rewritten since the scan is archived under another
-    digest, and then this list is not what the folder holds (call again without `deferred`)."""
+    (`copy_deferred`) before it reads it, and must check what that returns: a file rewritten
+    since the scan is archived under another digest, and then this list is not what the folder
+    holds (call again without `deferred`)."""
     roots = [roots] if isinstance(roots, Path) else list(roots)
     previous = read_table(manifest, home).to_pylist() if manifest.exists() else []
     for r in previous:

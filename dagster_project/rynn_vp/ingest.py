@@ -8,6 +8,7 @@ each problem is recorded in `rvp_rejects`. The rest of the snapshot still flows.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,6 +235,22 @@ INTERVALS_SCHEMA = raw_schema("rvp_intervals")
 
 # The stages that refuse a case as a whole, in the order they run.
 CASE_STAGES = ("rvp_checksums", "rvp_media", "rvp_cases")
+
+
+def read_cases(root: Path, media_expected: bool, refused: Mapping[str, str]
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Reject]]:
+    """The case and interval rows of every case folder of the snapshot at `root`, and the
+    rejects of its problems: a case with any problem, or `refused` by an earlier stage (a
+    failed checksum, media that do not decode), is left out whole."""
+    case_dirs, rejects = list_case_dirs(root)
+    cases, intervals = [], []
+    for case_dir in case_dirs:
+        read = read_case(case_dir, media_expected=media_expected)
+        rejects.extend(read.rejects)
+        if read.row is not None and case_dir.name not in refused:
+            cases.append(read.row)
+            intervals.extend(read.intervals)
+    return cases, intervals, rejects
 
 
 def refused_cases(home: Path, stages: tuple[str, ...] = CASE_STAGES) -> dict[str, str]:

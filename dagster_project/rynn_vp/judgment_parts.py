@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,8 @@ import duckdb
 import orjson
 import pyarrow as pa
 
+from dagster_project.dropfolder import copy_deferred
+from dagster_project.filecache import Identity
 from dagster_project.parts import PartStore, digest, fan_out, file_rows
 from dagster_project.rynn_vp.ingest import refused_cases
 from dagster_project.rynn_vp.judgment_records import (
@@ -261,10 +263,15 @@ def _read_chunk(con: duckdb.DuckDBPyConnection, chunk: Sequence[tuple[SourceFile
     con.unregister("part_order")
 
 
-def sync_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext
+def sync_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext,
+               copies: Mapping[str, tuple[Path, Identity]] | None = None
                ) -> tuple[dict[SourceFile, Path], list[str]]:
     """The part of every file version (written now if missing), and the keys written now;
-    parts no longer wanted (versions gone, context changed) are removed."""
+    parts no longer wanted (versions gone, context changed) are removed. `copies`: the
+    versions (by archived path) still to be copied into the archive from their drop-folder
+    file (`dropfolder.archive_versions(deferred=…)`), each copied by the process that checks
+    it, so that one file is copied while another is checked; one whose file was rewritten or
+    removed since the folder's scan gets no part and no archive copy (`complete` tells)."""
     fingerprint = context_fingerprint(ctx)
     keys = {sf: part_key(store, sf, fingerprint) for sf in files}
     store.keep(keys.values())
@@ -272,7 +279,12 @@ def sync_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext
     for ev, ids in ctx.evidence_ids.items():
         for eid in ids:
             owner[eid] = ev
-    todo = [(sf, key) for sf, key in keys.items() if not store.has(key)]
+    copies = copies or {}
+    todo = [(sf, key, copies.get(str(sf.path))) for sf, key in keys.items()
+            if not store.has(key)]
+    for sf, key in keys.items():  # checked before, but not archived (the archive lost it)
+        if store.has(key):
+            copy_deferred(sf.path, sf.sha256, copies.get(str(sf.path)))
     # The file versions over `workers` processes in `BINS_PER_WORKER` times as many bins, as
     # even in cost as whole files allow (a part costs what checking `FILE_BYTES` does), the
     # costliest first: a process that finishes early takes the next bin.
@@ -280,11 +292,12 @@ def sync_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext
     n_bins = min(workers * BINS_PER_WORKER, len(todo))
     bins: list[list] = [[] for _ in range(n_bins)]
     costs = [0] * n_bins
-    cost_of = {sf: sf.path.stat().st_size + FILE_BYTES for sf, _ in todo}
-    for sf, key in sorted(todo, key=lambda t: -cost_of[t[0]]):
+    cost_of = {sf: (copy[1].size if copy else sf.path.stat().st_size) + FILE_BYTES
+               for sf, _, copy in todo}
+    for job in sorted(todo, key=lambda t: -cost_of[t[0]]):
         i = costs.index(min(costs))
-        bins[i].append((sf, key))
-        costs[i] += cost_of[sf]
+        bins[i].append(job)
+        costs[i] += cost_of[job[0]]
     if workers > 1 and sum(costs) >= workers * PARALLEL_BYTES:  # else starting them costs more
         jobs = [(ctx, owner, store, b) for _, b in sorted(zip(costs, bins, strict=True),
                                                          key=lambda cb: -cb[0])]
@@ -292,12 +305,22 @@ def sync_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext
             pass
     else:
         _write_parts((ctx, owner, store, todo))
-    return {sf: store.path(key) for sf, key in keys.items()}, [key for _, key in todo]
+    return ({sf: store.path(key) for sf, key in keys.items()},
+            [key for _, key, _ in todo if store.has(key)])
+
+
+def complete(parts: Mapping[SourceFile, Path]) -> bool:
+    """Whether every version of `sync_parts`' result is archived and has its part (False: a
+    file was rewritten or removed after its folder was listed; list it again)."""
+    return all(sf.path.exists() and part.exists() for sf, part in parts.items())
 
 
 def _write_parts(job: tuple[EvalContext, dict[str, str], PartStore, list]) -> int:
+    """Archive (if left to do) and check each file version of `job` into its part; the rows
+    written (a version whose file changed since the scan: none, and no part)."""
     ctx, owner, store, todo = job
-    return sum(write_part(sf, ctx, owner.get, store, key) for sf, key in todo)
+    return sum(write_part(sf, ctx, owner.get, store, key) for sf, key, copy in todo
+               if copy_deferred(sf.path, sf.sha256, copy))
 
 
 # The raw tables a judgment is checked against (their assets are the judgments' dependencies).

@@ -25,6 +25,7 @@ import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from dagster_project.dropfolder import versions_of
 from dagster_project.records import read_records
 from dagster_project.settings import ASSETS_DIR
 from dagster_project.warehouse.seeds import read_seed
@@ -76,6 +77,12 @@ class SourceFile:
     version: int  # 1, 2, ... for successive contents of the same path
     sha256: str  # of the bytes at `path`, as recorded when the version was archived
     path: Path  # where the bytes are (e.g. an archive copy)
+
+    @classmethod
+    def current(cls, versions: list[dict], roots: Sequence[Path]) -> list[SourceFile]:
+        """The current versions of drop folders `roots` (`dropfolder.archive_versions`)."""
+        return [cls(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
+                for v in versions_of(versions, roots)]
 
 
 # --- reading files into records ------------------------------------------------------------

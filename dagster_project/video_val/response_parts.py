@@ -28,7 +28,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dagster_project.dropfolder import archive_copy, archive_versions, versions_of
+from dagster_project.dropfolder import archive_versions, copy_deferred, versions_of
 from dagster_project.filecache import Identity
 from dagster_project.lifeline import process_pool
 from dagster_project.parts import PartStore
@@ -95,15 +95,8 @@ def metrics_store(home: Path) -> PartStore:
 
 def _copied(f: ResponseFile) -> bool:
     """Archive `f` from its drop folder file if that is still to do (`f.copy_from`): whether
-    the archive then holds the version's bytes (False: the file was rewritten since the scan,
-    and its new bytes are archived under their own digest, or removed)."""
-    if f.copy_from is None:
-        return True
-    src, identity = f.copy_from
-    try:
-        return archive_copy(src, f.path.parent, (identity, f.sha256)) == f.sha256
-    except FileNotFoundError:  # removed since the scan: no longer the folder's content
-        return False
+    the archive then holds the version's bytes (`dropfolder.copy_deferred`)."""
+    return copy_deferred(f.path, f.sha256, f.copy_from)
 
 
 def _parse_job(job: tuple[ResponseFile, Path, Path, pl.DataFrame | None]) -> int | None:

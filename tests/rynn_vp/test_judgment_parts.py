@@ -9,9 +9,16 @@ import shutil
 
 import pytest
 
+from dagster_project.dropfolder import archive_versions, scan_drop_folder
 from dagster_project.runner import materialize
 from dagster_project.rynn_vp import judgment_parts
-from dagster_project.rynn_vp.judgment_parts import context_fingerprint, judgment_store, sync_parts
+from dagster_project.rynn_vp.judgment_parts import (
+    complete,
+    context_fingerprint,
+    judgment_store,
+    sync_parts,
+)
+from dagster_project.rynn_vp.judgment_records import SourceFile
 from dagster_project.rynn_vp.judgments import ingest
 from tests.conftest import copy_home
 from tests.rynn_vp.test_judgment_records import CTX, PLANNED, STORY, Drop, gt_record
@@ -79,6 +86,48 @@ def test_parts_checked_by_processes_are_those_checked_in_turn(tmp_path, monkeypa
     spread, written = sync_parts(judgment_store(tmp_path / "spread"), files, CTX)
     assert len(written) == len(files) and spread.keys() == alone.keys()
     assert all(spread[sf].read_bytes() == alone[sf].read_bytes() for sf in files)
+
+
+def test_new_files_are_archived_by_the_processes_that_check_them(tmp_path, monkeypatch):
+    """Four new files the folder's observation hashed: `archive_versions` leaves their copies to
+    the checking processes, which copy each before they read it. One file rewritten and one
+    removed after the listing get no part and no copy under their listed digest (the listing is
+    not `complete`); listed again, every version is archived byte for byte and its records are
+    those of the file as it is now."""
+    drop, home = tmp_path / "drop", tmp_path / "home"
+    drop.mkdir()
+    cache = home / "cache" / "files.sqlite"
+    for n in range(4):
+        (drop / f"{n}.jsonl").write_text("".join(
+            json.dumps(judgment(judge_run_id=f"run-{n}", attempt=a)) + "\n" for a in (1, 2)))
+    scan_drop_folder(drop, cache)  # the observation
+    copies: dict = {}
+    versions = archive_versions(home / "archive", drop, home / "files.parquet", home, cache,
+                                copies)
+    files = SourceFile.current(versions, [drop])
+    assert sorted(copies) == sorted(str(sf.path) for sf in files)
+    assert not any(sf.path.exists() for sf in files)  # nothing copied by the listing
+    with (drop / "1.jsonl").open("a") as fh:
+        fh.write(json.dumps(judgment(judge_run_id="run-late")) + "\n")
+    (drop / "3.jsonl").unlink()
+    monkeypatch.setattr(judgment_parts, "PARALLEL_BYTES", 0)
+    store = judgment_store(home / "cache")
+    parts, written = sync_parts(store, files, CTX, copies)
+    assert not complete(parts)
+    assert sorted(sf.source_file for sf in files if parts[sf].exists()) == ["0.jsonl", "2.jsonl"]
+    assert len(written) == 2 and not any(sf.path.exists() for sf in files[1::2])
+
+    versions = archive_versions(home / "archive", drop, home / "files.parquet", home, cache)
+    files = SourceFile.current(versions, [drop])
+    parts, written = sync_parts(store, files, CTX)
+    assert complete(parts) and [sf.source_file for sf in files] == [
+        "0.jsonl", "1.jsonl", "2.jsonl"] and len(written) == 1  # the rewritten file
+    for sf in files:
+        assert sf.path.read_bytes() == (drop / sf.source_file).read_bytes()
+    result = ingest(files, CTX, parts)
+    assert result == ingest(files, CTX) and not result.rejects
+    assert {j["judge_run_id"] for j in result.judgments} == {"run-0", "run-1", "run-2",
+                                                            "run-late"}
 
 
 @pytest.mark.slow

@@ -31,7 +31,6 @@ from dagster_project.dropfolder import (
     archive_versions,
     escapes,
     stat_listing,
-    versions_of,
 )
 from dagster_project.parts import file_rows
 from dagster_project.rynn_vp.candidates import CANDIDATES_SCHEMA, scan_candidates
@@ -62,7 +61,7 @@ from dagster_project.rynn_vp.ingest import (
     MEDIA_SCHEMA,
     list_case_dirs,
     probe_case,
-    read_case,
+    read_cases,
     refused_cases,
 )
 from dagster_project.rynn_vp.judge import judge_step
@@ -70,6 +69,7 @@ from dagster_project.rynn_vp.judge_client import ledger_tables
 from dagster_project.rynn_vp.judgment_parts import (
     CHECKS_VERSION,
     CONTEXT_INPUTS,
+    complete,
     eval_context,
     judgment_store,
     sync_parts,
@@ -230,14 +230,7 @@ def rvp_cases_and_intervals(context: dg.AssetExecutionContext, benchlake: Benchl
     root, media_mode = snapshot_root(benchlake.settings().home)
     # the cases refused by the stages before this one (a failed checksum, media that do not decode)
     bad_elsewhere = refused_cases(benchlake.settings().home, CASE_STAGES[:-1])
-    case_dirs, rejects = list_case_dirs(root)
-    cases, intervals = [], []
-    for case_dir in case_dirs:
-        read = read_case(case_dir, media_expected=media_mode == "full")
-        rejects.extend(read.rejects)
-        if read.row is not None and case_dir.name not in bad_elsewhere:
-            cases.append(read.row)
-            intervals.extend(read.intervals)
+    cases, intervals, rejects = read_cases(root, media_mode == "full", bad_elsewhere)
     if not cases:
         context.log.warning(f"no case of {root} was accepted; see rvp_rejects")
     _write_rejects(benchlake, "rvp_cases", rejects)
@@ -390,22 +383,26 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
         demo_generator().ensure_judgments_demo(s)
     # JUDGMENTS_DIR, and the records `benchlake judge` writes (read the same way)
     roots = [s.open_drop_folder("JUDGMENTS_DIR"), s.judge_judgments_dir]
-    versions = archive_versions(s.archive_dir / "judgments", roots,
-                                benchlake.table_path("rvp_judgment_files"), s.home, s.file_cache)
     # links leading out of the folder: refused, never read (`roots`)
     escaped = [{"source_file": e.rel, "reason": e.reason}
                for root, setting in zip(roots, ("JUDGMENTS_DIR", "the judge's folder"),
                                         strict=True) for e in escapes(root, setting)]
-    inputs = step_inputs(CHECKS_VERSION, [str(r) for r in roots], versions, escaped,
-                         {t: content_version(s.home, t) for t in CONTEXT_INPUTS})
-    if (done := described_again(context, benchlake, inputs, *JUDGMENT_RECORD_TABLES)):
-        yield from done
-        return
-    started(context, benchlake)
-    files = [SourceFile(v["source_file"], v["version"], v["sha256"], Path(v["archived_path"]))
-             for v in versions_of(versions, roots)]
-    ctx = eval_context(s.home)
-    parts, written = sync_parts(judgment_store(s.cache_dir), files, ctx)
+    copies: dict | None = {}  # new files the checks copy into the archive (`sync_parts`)
+    while True:
+        versions = archive_versions(s.archive_dir / "judgments", roots, benchlake.table_path(
+            "rvp_judgment_files"), s.home, s.file_cache, copies)
+        inputs = step_inputs(CHECKS_VERSION, [str(r) for r in roots], versions, escaped,
+                             {t: content_version(s.home, t) for t in CONTEXT_INPUTS})
+        if (done := described_again(context, benchlake, inputs, *JUDGMENT_RECORD_TABLES)):
+            yield from done
+            return
+        started(context, benchlake)
+        files = SourceFile.current(versions, roots)
+        ctx = eval_context(s.home)
+        parts, written = sync_parts(judgment_store(s.cache_dir), files, ctx, copies)
+        if not copies or complete(parts):
+            break
+        copies = None  # a file rewritten or removed since it was listed: listed again
     context.log.info(f"{len(written)} file versions read and checked, "
                      f"{len(files) - len(written)} replayed from their parts")
     for name in JUDGMENT_TABLES:  # as an earlier version wrote it, whole
