@@ -74,12 +74,12 @@ _BOM = b"\xef\xbb\xbf"
 # key's or a literal one inside a string, as in orjson's own text of the value, and a repeated
 # key (dropped, with its colon) leaves fewer. Anything else is read by `STRICT_JSON`, which says
 # what is wrong.
-_DIGITS = bytes.maketrans(b"123456789", b"000000000")  # every digit a 0 (one C pass)
+ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")  # every digit a 0 (one C pass)
 _LONG_NUMBER = b"0" * 19
 
 
 def _decode(text: str, line: int, what: str = "") -> Record:
-    if "\\u" not in text and _LONG_NUMBER not in text.encode().translate(_DIGITS):
+    if "\\u" not in text and _LONG_NUMBER not in text.encode().translate(ZERO_DIGITS):
         try:
             value = orjson.loads(text)
         except orjson.JSONDecodeError:

@@ -280,11 +280,13 @@ def sync_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext,
         for eid in ids:
             owner[eid] = ev
     copies = copies or {}
-    todo = [(sf, key, copies.get(str(sf.path))) for sf, key in keys.items()
-            if not store.has(key)]
-    for sf, key in keys.items():  # checked before, but not archived (the archive lost it)
-        if store.has(key):
-            copy_deferred(sf.path, sf.sha256, copies.get(str(sf.path)))
+    todo = []
+    for sf, key in keys.items():
+        copy = copies.get(str(sf.path))
+        if not store.has(key):
+            todo.append((sf, key, copy))
+        else:  # checked before, but not archived (the archive lost it)
+            copy_deferred(sf.path, sf.sha256, copy)
     # The file versions over `workers` processes in `BINS_PER_WORKER` times as many bins, as
     # even in cost as whole files allow (a part costs what checking `FILE_BYTES` does), the
     # costliest first: a process that finishes early takes the next bin.
@@ -301,12 +303,10 @@ def sync_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext,
     if workers > 1 and sum(costs) >= workers * PARALLEL_BYTES:  # else starting them costs more
         jobs = [(ctx, owner, store, b) for _, b in sorted(zip(costs, bins, strict=True),
                                                          key=lambda cb: -cb[0])]
-        for _ in fan_out(_write_parts, jobs, workers):
-            pass
+        written = [key for done in fan_out(_write_parts, jobs, workers) for key in done]
     else:
-        _write_parts((ctx, owner, store, todo))
-    return ({sf: store.path(key) for sf, key in keys.items()},
-            [key for _, key, _ in todo if store.has(key)])
+        written = _write_parts((ctx, owner, store, todo))
+    return {sf: store.path(key) for sf, key in keys.items()}, written
 
 
 def complete(parts: Mapping[SourceFile, Path]) -> bool:
@@ -315,12 +315,16 @@ def complete(parts: Mapping[SourceFile, Path]) -> bool:
     return all(sf.path.exists() and part.exists() for sf, part in parts.items())
 
 
-def _write_parts(job: tuple[EvalContext, dict[str, str], PartStore, list]) -> int:
-    """Archive (if left to do) and check each file version of `job` into its part; the rows
+def _write_parts(job: tuple[EvalContext, dict[str, str], PartStore, list]) -> list[str]:
+    """Archive (if left to do) and check each file version of `job` into its part; the keys
     written (a version whose file changed since the scan: none, and no part)."""
     ctx, owner, store, todo = job
-    return sum(write_part(sf, ctx, owner.get, store, key) for sf, key, copy in todo
-               if copy_deferred(sf.path, sf.sha256, copy))
+    written = []
+    for sf, key, copy in todo:
+        if copy_deferred(sf.path, sf.sha256, copy):
+            write_part(sf, ctx, owner.get, store, key)
+            written.append(key)
+    return written
 
 
 # The raw tables a judgment is checked against (their assets are the judgments' dependencies).

@@ -26,7 +26,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from dagster_project.dropfolder import versions_of
-from dagster_project.records import read_records
+from dagster_project.records import ZERO_DIGITS, read_records
 from dagster_project.settings import ASSETS_DIR
 from dagster_project.warehouse.seeds import read_seed
 
@@ -145,12 +145,11 @@ def _fast_check(name: str, own_metrics: bool = False) -> Callable[[Any], bool]:
 # optional sign, a digit) or below 1e-4 (json `1e-05`, orjson `0.00001`), DEL (json escapes it)
 # and non-ASCII text. Every digit made a 0 (one C pass), a digit before an `e` is a plain
 # search; one inside a string too (`"v1e"`) only sends that record to json, which is exact.
-_DIGITS = bytes.maketrans(b"123456789", b"000000000")
 
 
 def _orjson_differs(text: bytes) -> bool:
     return (not text.isascii() or b"0.0000" in text or b"\x7f" in text
-            or b"0e" in text.translate(_DIGITS))
+            or b"0e" in text.translate(ZERO_DIGITS))
 
 
 def canonical_json(value: Any) -> str:
