@@ -96,7 +96,7 @@ class Workspace:
         return self.folder / "outcomes.json"
 
     def outcomes(self) -> dict[str, dict[str, Any]]:
-        """What earlier builds found, per node, with the `inputs()` fingerprint it was found
+        """What earlier builds found, per node, with the `fingerprints` of what it was found
         on: `passed` for a data test that passed; `preview` (row count, Markdown) for a mart."""
         try:
             return json.loads(self._outcomes.read_text(encoding="utf-8"))
@@ -285,58 +285,6 @@ def definitions(home: Path | str) -> dict[str, str]:
         return done[uid]
 
     return {uid: node(uid) for uid, n in nodes.items() if n["resource_type"] in ("model", "seed")}
-
-
-def inputs(home: Path | str, current: Mapping[str, str] | None = None,
-           without: Iterable[str] = ()) -> dict[str, str | None]:
-    """For every model, seed and data test: a fingerprint of what its result is made of: its
-    definition (`definitions`; for a test, its SQL, arguments and config and the definitions of
-    what it reads) and the contents of every raw table it reads, directly or through other
-    models (`tables.content_version`: a digest of a single file's bytes, or of a parted table's
-    part names and sizes). Equal fingerprints, equal results: a test that passed on them passes
-    again and a mart's preview is the same, so neither is computed again (`Workspace.outcomes`).
-    None for a node that reads anything but raw tables (the run markers of benchlake_status):
-    its result is never reused. `without`: sources (dbt ids) left out of every fingerprint (the
-    raw table an incremental model keeps up with by itself)."""
-    from dagster_project.tables import content_version
-
-    manifest = _manifest()
-    nodes, sources = manifest["nodes"], manifest["sources"]
-    current = definitions(home) if current is None else current
-    versions: dict[str, str | None] = {}
-    for uid, s in sources.items():
-        location = str((s.get("external") or {}).get("location") or
-                       s.get("meta", {}).get("external_location") or
-                       s.get("source_meta", {}).get("external_location") or "")
-        versions[uid] = (content_version(Path(home), s["name"]) if "/tables/raw/" in location
-                         else None)
-    reads: dict[str, frozenset[str]] = {}
-
-    def raw_tables(uid: str) -> frozenset[str]:
-        if uid not in reads:
-            reads[uid] = frozenset()  # a cycle cannot occur in dbt; this guards the recursion
-            deps = nodes.get(uid, {}).get("depends_on", {}).get("nodes", [])
-            reads[uid] = frozenset(d for d in deps if d in sources).union(
-                *(raw_tables(d) for d in deps if d in nodes))
-        return reads[uid]
-
-    out: dict[str, str | None] = {}
-    for uid, n in nodes.items():
-        kind = n["resource_type"]
-        if kind in ("model", "seed"):
-            own: Any = current.get(uid)
-        elif kind == "test":
-            own = [n.get("raw_code"), n.get("test_metadata"), n["config"],
-                   [current.get(d) for d in sorted(n["depends_on"]["nodes"])]]
-        else:
-            continue
-        tables = sorted(raw_tables(uid) - set(without))
-        if any(versions[t] is None for t in tables):
-            out[uid] = None
-            continue
-        out[uid] = hashlib.sha256(json.dumps([own, [(t, versions[t]) for t in tables]],
-                                             sort_keys=True, default=str).encode()).hexdigest()
-    return out
 
 
 def _manifest() -> dict[str, Any]:

@@ -3,7 +3,7 @@
 the files it names and its first reasons. `benchlake materialize` prints it at the end of every run
 that left anything refused, so a run that accepted 5 of 15 cases never looks like a clean one.
 
-A view's refusals are counted once per `catalog.inputs` fingerprint (its definition and the raw
+A view's refusals are counted once per `fingerprints.inputs` fingerprint (its definition and the raw
 tables it reads) and kept in the workspace's outcomes: a run that changed nothing they read
 counts nothing again. `vv_response_rejects` reads the few rows kept of what is refused
 (`raw_vv_unknown_uids`, `raw_vv_later_records`), not the campaign's responses."""
@@ -17,6 +17,7 @@ import duckdb
 
 from dagster_project.warehouse import catalog
 from dagster_project.warehouse.catalog import connect, marts, view_names
+from dagster_project.warehouse.fingerprints import inputs
 
 FIRST_REASONS = 3
 REASON_CHARS = 160
@@ -37,7 +38,7 @@ def refusals(home: Path | str) -> list[Refusals]:
     try:
         users = set(marts())  # not the staging layer under them
         views = [v for v in view_names(con) if v.endswith("_rejects") and v in users]
-        fingerprints = catalog.inputs(home)
+        fingerprints = inputs(home)
         uids = catalog.unique_ids()
         with catalog.workspace(home) as ws:
             known, counted = ws.outcomes(), {}

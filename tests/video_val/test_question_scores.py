@@ -1,6 +1,6 @@
 """The per-checkpoint question scores every score view reads (`video_val/question_scores.py`),
 the response parts checked once each (`video_val/part_checks.py`), and data tests and previews
-not run again on unchanged inputs (`catalog.inputs`)."""
+not run again on unchanged inputs (`warehouse/fingerprints.py`)."""
 
 from __future__ import annotations
 

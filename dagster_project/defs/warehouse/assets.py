@@ -16,7 +16,7 @@ from dagster_dbt.core.dbt_cli_event import DbtCoreCliEventMessage
 
 from dagster_project.defs.resources import BenchlakeSettings, raw_key
 from dagster_project.status import mark_started, mark_written
-from dagster_project.warehouse import catalog, project
+from dagster_project.warehouse import catalog, fingerprints, project
 from dagster_project.warehouse.previews import PREVIEW_TAG, preview
 from dagster_project.warehouse.project import DBT_PROJECT, current_manifest
 
@@ -96,11 +96,12 @@ def _build(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings) -> I
     A model that does not build or a test that fails (a failed check) fails the step with the
     node's name and the first line of dbt's message (`_failed_nodes`).
 
-    A data test that passed on the same inputs (`catalog.inputs`: its definition and the
-    contents of every raw table it reads) is not run again: its check is reported passed, with
-    the run it passed in. So is a mart's preview (row count and first rows): a run that adds
-    one checkpoint re-runs only the tests that read its tables, and a run where nothing
-    changed runs no dbt at all."""
+    A data test that passed on the same inputs (`fingerprints`: its definition and the
+    contents of the raw tables and the tables it reads) is not run again: its check is reported
+    passed, with the run it passed in. So is a mart's preview (row count and first rows), and a
+    table whose inputs changed but whose query gives the rows it holds is not rebuilt (early
+    cutoff, `fingerprints.plan`): a run that adds one checkpoint re-runs only the tests that
+    read its tables, and a run where nothing changed runs no dbt at all."""
     home = benchlake.settings().home
     run_id = context.run.run_id
     wanted = _step_nodes(context)
@@ -108,21 +109,16 @@ def _build(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings) -> I
     results: list[dict[str, Any]] = []
     tests = _step_tests(context)
     with catalog.workspace(home) as ws:
-        current, built = catalog.definitions(home), ws.built()
-        inputs, outcomes = catalog.inputs(home, current), ws.outcomes()
-        # a view is rebuilt when its definition changed; a table also when its data did
-        state = {uid: (f"{current[uid]}:{inputs[uid]}" if inputs[uid] else None)
-                 if _is_table(uid) else current[uid] for uid in current}
+        current, built, outcomes = catalog.definitions(home), ws.built(), ws.outcomes()
+        fp = fingerprints.Fingerprints(home, current,
+                                       fingerprints.recorded(ws, built, outcomes))
+        plan = fingerprints.plan(ws, fp, wanted, built)
+        rebuild, inputs = plan.rebuild, fp.all()
         # an incremental table reads the new parts of the raw table it is kept over by itself;
         # anything else it is made of changing rebuilds it from scratch (dropped first)
-        growing = {uid for uid in wanted if _incremental_over(uid)}
-        others = catalog.inputs(home, current, without={_incremental_over(u) for u in growing}
-                                ) if growing else {}
-        for uid in growing:
-            state[uid] = f"{current[uid]}:{others[uid]}:{inputs[uid]}" if others[uid] else None
-        rebuild = {uid for uid in wanted if state[uid] is None or built.get(uid) != state[uid]}
-        ws.drop([_relation(uid) for uid in growing & rebuild if state[uid] is None
-                 or (built.get(uid) or "").rpartition(":")[0] != state[uid].rpartition(":")[0]])
+        ws.drop([_relation(uid) for uid in rebuild if fingerprints.incremental_over(uid) and (
+            fp.state(uid) is None or (built.get(uid) or "").rpartition(":")[0]
+            != (fp.state(uid) or "").rpartition(":")[0])])
         reused = {uid for uid in tests
                   if inputs[uid] and outcomes.get(uid, {}).get("inputs") == inputs[uid]}
         redefined = {uid for uid in rebuild
@@ -146,11 +142,15 @@ def _build(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings) -> I
                     manifest=_MANIFEST, dagster_dbt_translator=TRANSLATOR, context=context,
                     target_path=ws.target, project=DBT_PROJECT)]
             results = done.results
-            ws.record_results(results, state)
+        if selection or plan.unchanged:
+            # what each table built holds now, and what reads it is made of
+            fingerprints.settle(ws, fp, results, plan.unchanged)
+            inputs = fp.all()
             ws.record_outcomes({r["unique_id"]: (
                 {"inputs": inputs[r["unique_id"]], "passed_in": run_id}
                 if r["status"] == "pass" and inputs.get(r["unique_id"]) else None)
                 for r in results if r["unique_id"] in tests})
+        if selection:
             catalog.publish(ws)
             mark_written(home, CATALOG, run_id, len(results))
     compiled = {r["unique_id"]: r.get("compiled_code") for r in results}
@@ -168,10 +168,14 @@ def _build(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings) -> I
                 yield event.with_metadata({**event.metadata,
                                            **_model_metadata(spec, compiled, previews)})
             elif uid not in rebuild:
+                same = ({"same_rows": dg.MetadataValue.text(
+                    "its inputs changed; the rows a build would write are the ones it holds "
+                    f"(digest {plan.unchanged[uid][:12]}): not rebuilt")}
+                        if uid in plan.unchanged else {})
                 yield dg.Output(None, output_name=context.assets_def.
                                 get_output_name_for_asset_key(spec.key),
-                                metadata={"rebuilt": False, **_model_metadata(
-                                    spec, {uid: _compiled_before(ws, uid)}, previews)})
+                                metadata={"rebuilt": False, **same, **_model_metadata(
+                                    spec, {uid: fingerprints.compiled_before(ws, uid)}, previews)})
         yield from (e for e in events if not isinstance(e, dg.Output))
         for uid in sorted(reused):
             key = tests[uid]
@@ -212,30 +216,9 @@ def _failed_nodes(results: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _is_table(uid: str) -> bool:
-    """A model materialized as a table (a mart whose every read would otherwise recompute it
-    over the campaign), incremental or not: rebuilt when the raw tables it reads change."""
-    return _MANIFEST["nodes"][uid]["config"].get("materialized") in ("table", "incremental")
-
-
-def _incremental_over(uid: str) -> str | None:
-    """The raw table (as a dbt source id) whose new parts an incremental model reads by itself
-    (`macros/vv_question_parts.sql`): raw vv_question_scores, the only one kept so."""
-    if _MANIFEST["nodes"][uid]["config"].get("materialized") != "incremental":
-        return None
-    return "source.benchlake.video_val_raw.vv_question_scores"
-
-
 def _relation(uid: str) -> str:
     node = _MANIFEST["nodes"][uid]
     return node.get("alias") or node["name"]
-
-
-def _compiled_before(ws: catalog.Workspace, uid: str) -> str | None:
-    """The compiled SQL the last build of a model left in the workspace's target folder."""
-    node = _MANIFEST["nodes"][uid]
-    path = ws.target / "compiled" / node["package_name"] / node["original_file_path"]
-    return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
 # Two dbt ops, so that the graph of steps has no cycle and each runs as ONE `dbt build`
@@ -327,7 +310,7 @@ _HEADER = re.compile(r"^\w+ Error(?: in (?:model|test|seed|unit_test) |$)")  # o
 
 class _Previews:
     """Each mart's preview (row count, first rows), computed on the published catalog, or the
-    one recorded for the same `catalog.inputs` fingerprint (no query at all)."""
+    one recorded for the same fingerprint (`fingerprints.inputs`; no query at all)."""
 
     def __init__(self, ws: catalog.Workspace, inputs: Mapping[str, str | None],
                  outcomes: Mapping[str, dict[str, Any]]) -> None:
