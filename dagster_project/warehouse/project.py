@@ -23,6 +23,7 @@ import dataclasses
 import fcntl
 import hashlib
 import importlib.metadata
+import json
 import os
 import pickle
 import shutil
@@ -121,7 +122,7 @@ def build(args: Sequence[str], *, home: Path | str, database: Path, target: Path
     target = Path(target)
     results = target / "run_results.json"
     results.unlink(missing_ok=True)  # never the results of an earlier command
-    with _ONE_AT_A_TIME, environment(dbt_env(home, database)):
+    with _ONE_AT_A_TIME, environment(dbt_env(home, database)), _json_schemas(target):
         try:
             outcome = dbtRunner(manifest=_parsed(target, home, database), callbacks=[collect]
                                 ).invoke([*args, *_flags(target)])
@@ -147,6 +148,50 @@ def _flags(target: Path) -> list[str]:
             str(target.parent / "logs"), "--log-level", os.environ.get("DBT_LOG_LEVEL", "none"),
             "--log-level-file", "info",
             "--no-use-colors", "--no-send-anonymous-usage-stats", "--no-write-json"]
+
+
+_SCHEMAS = "json-schemas-{key}.json"
+
+
+@contextlib.contextmanager
+def _json_schemas(target: Path) -> Iterator[None]:
+    """dbt's JSON schemas of its project, profile and config classes, kept in the workspace's
+    `target` once built. dbt validates its project and profile against them at the start of
+    every command, and builds them anew in each process (mashumaro walking ~800 dataclasses:
+    ~1 s on 2 cores, in every `benchlake materialize` that runs dbt). A schema is a function of
+    the classes, so it is keyed by the versions of the packages that define and build them."""
+    from dbt_common.dataclass_schema import dbtClassMixin
+
+    key = hashlib.sha256("\0".join([sys.version] + [importlib.metadata.version(d) for d in (
+        "dbt-core", "dbt-common", "dbt-adapters", "dbt-duckdb", "mashumaro")]).encode()
+    ).hexdigest()[:24]
+    path = target / _SCHEMAS.format(key=key)
+    try:
+        known: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    original = dbtClassMixin.__dict__["json_schema"]
+    built: dict[str, Any] = {}
+
+    def json_schema(cls: type) -> Any:
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        if name not in known:
+            known[name] = built[name] = original.__func__(cls)
+        return known[name]
+
+    dbtClassMixin.json_schema = classmethod(json_schema)
+    try:
+        yield
+    finally:
+        dbtClassMixin.json_schema = original
+        if built:
+            for old in target.glob(_SCHEMAS.format(key="*")):
+                if old != path:
+                    old.unlink(missing_ok=True)
+            target.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(known, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, path)
 
 
 _PARSED = "parsed-{key}.pickle"
