@@ -56,6 +56,12 @@ def incremental_over(uid: str) -> str | None:
     return INCREMENTAL_SOURCE if materialized(uid) == "incremental" else None
 
 
+def relation(uid: str) -> str:
+    """The name of a model's relation in the workspace."""
+    node = _nodes()[uid]
+    return node.get("alias") or node["name"]
+
+
 def _digested(uid: str) -> bool:
     """A table whose readers' fingerprints hold its digest (every table but the incremental)."""
     return materialized(uid) == "table"
@@ -175,6 +181,10 @@ class Plan:
 
     rebuild: set[str]
     unchanged: dict[str, str] = field(default_factory=dict)
+    # The incremental tables to build from scratch (dropped first): an incremental table reads
+    # the new parts of the raw table it is kept over by itself; anything else it is made of
+    # changing rebuilds it whole.
+    scratch: set[str] = field(default_factory=set)
 
 
 def _order() -> list[str]:
@@ -218,6 +228,9 @@ def plan(ws: catalog.Workspace, fp: Fingerprints, wanted: Iterable[str],
         state = fp.state(uid)
         if uid not in out.unchanged and (state is None or built.get(uid) != state):
             out.rebuild.add(uid)
+            if incremental_over(uid) and (state is None or (built.get(uid) or "").rpartition(
+                    ":")[0] != state.rpartition(":")[0]):
+                out.scratch.add(uid)
     return out
 
 
@@ -241,8 +254,7 @@ def settle(ws: catalog.Workspace, fp: Fingerprints, results: list[Mapping[str, A
         con = duckdb.connect(str(ws.database), read_only=True)
         try:
             for uid in done:
-                node = fp.nodes[uid]
-                fp.contents[uid] = table_digest(con, f'"{node.get("alias") or node["name"]}"')
+                fp.contents[uid] = table_digest(con, f'"{relation(uid)}"')
         finally:
             con.close()
     state = {uid: fp.state(uid) for uid in fp.current}

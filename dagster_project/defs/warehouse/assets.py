@@ -114,11 +114,7 @@ def _build(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings) -> I
                                        fingerprints.recorded(ws, built, outcomes))
         plan = fingerprints.plan(ws, fp, wanted, built)
         rebuild, inputs = plan.rebuild, fp.all()
-        # an incremental table reads the new parts of the raw table it is kept over by itself;
-        # anything else it is made of changing rebuilds it from scratch (dropped first)
-        ws.drop([_relation(uid) for uid in rebuild if fingerprints.incremental_over(uid) and (
-            fp.state(uid) is None or (built.get(uid) or "").rpartition(":")[0]
-            != (fp.state(uid) or "").rpartition(":")[0])])
+        ws.drop([fingerprints.relation(uid) for uid in sorted(plan.scratch)])
         reused = {uid for uid in tests
                   if inputs[uid] and outcomes.get(uid, {}).get("inputs") == inputs[uid]}
         redefined = {uid for uid in rebuild
@@ -214,11 +210,6 @@ def _failed_nodes(results: list[dict[str, Any]]) -> list[str]:
         name = known.get(uid, {}).get("name", uid)
         out.append(f"dbt {kind} failed: {name}: {_first_line(r.get('message'))}")
     return out
-
-
-def _relation(uid: str) -> str:
-    node = _MANIFEST["nodes"][uid]
-    return node.get("alias") or node["name"]
 
 
 # Two dbt ops, so that the graph of steps has no cycle and each runs as ONE `dbt build`
