@@ -18,6 +18,7 @@ rule tables in `sql/seeds/`) are tables in it; everything else is a view over th
 from __future__ import annotations
 
 import contextlib
+import graphlib
 import hashlib
 import importlib.metadata
 import json
@@ -248,7 +249,7 @@ def definitions(home: Path | str) -> dict[str, str]:
     Parquet when it is queried, so new data needs no new view. (dbt's own `state:modified`
     compares one whole manifest with another; here the state is per relation, since any
     selection builds some of them, and includes the home the views read.)"""
-    manifest = _manifest()
+    manifest = dbt_manifest()
     macros, nodes, sources = manifest["macros"], manifest["nodes"], manifest["sources"]
     project = (Path(_project().DBT_PROJECT.project_dir) / "dbt_project.yml").read_bytes()
     base = [hashlib.sha256(project).hexdigest(), _home_text(home),
@@ -287,7 +288,7 @@ def definitions(home: Path | str) -> dict[str, str]:
     return {uid: node(uid) for uid, n in nodes.items() if n["resource_type"] in ("model", "seed")}
 
 
-def _manifest() -> dict[str, Any]:
+def dbt_manifest() -> dict[str, Any]:
     """The dbt manifest, read once per version of the file (`definitions` and `inputs` both
     walk it on every build; never modified by a caller)."""
     path = _project().DBT_PROJECT.manifest_path
@@ -297,6 +298,19 @@ def _manifest() -> dict[str, Any]:
 @cache
 def _manifest_of(manifest_path: str, mtime_ns: int) -> dict[str, Any]:
     return json.loads(Path(manifest_path).read_text(encoding="utf-8"))
+
+
+def order() -> tuple[str, ...]:
+    """Every node of the project (dbt unique ids), each after the nodes it reads."""
+    path = _project().DBT_PROJECT.manifest_path
+    return _order_of(str(path), path.stat().st_mtime_ns)
+
+
+@cache
+def _order_of(manifest_path: str, mtime_ns: int) -> tuple[str, ...]:
+    nodes = _manifest_of(manifest_path, mtime_ns)["nodes"]
+    return tuple(graphlib.TopologicalSorter(
+        {uid: set(n["depends_on"].get("nodes", [])) for uid, n in nodes.items()}).static_order())
 
 
 def _quote(path: Path | str) -> str:
@@ -348,7 +362,7 @@ def _nodes_of(manifest_path: str, mtime_ns: int) -> tuple[Node, ...]:
 def raw_tables_read() -> dict[str, frozenset[str]]:
     """The raw tables each model and seed reads, directly or through other models, by name (a
     model materialized as a table keeps no SQL in the catalog to trace them by)."""
-    manifest = _manifest()
+    manifest = dbt_manifest()
     nodes, sources = manifest["nodes"], manifest["sources"]
     found: dict[str, frozenset[str]] = {}
 
@@ -367,7 +381,7 @@ def raw_tables_read() -> dict[str, frozenset[str]]:
 
 def unique_ids() -> dict[str, str]:
     """Every model and seed's dbt unique id (the key of `inputs` and the outcomes), by name."""
-    return {n["name"]: uid for uid, n in _manifest()["nodes"].items()
+    return {n["name"]: uid for uid, n in dbt_manifest()["nodes"].items()
             if n["resource_type"] in ("model", "seed")}
 
 

@@ -19,7 +19,6 @@ whole for a digest.
 
 from __future__ import annotations
 
-import graphlib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -38,7 +37,7 @@ INCREMENTAL_SOURCE = "source.benchlake.video_val_raw.vv_question_scores"
 
 
 def _nodes() -> dict[str, Any]:
-    return catalog._manifest()["nodes"]
+    return catalog.dbt_manifest()["nodes"]
 
 
 def materialized(uid: str) -> str | None:
@@ -96,7 +95,7 @@ class Fingerprints:
                  contents: Mapping[str, str | None] | None = None) -> None:
         from dagster_project.tables import content_version
 
-        manifest = catalog._manifest()
+        manifest = catalog.dbt_manifest()
         self.nodes, sources = manifest["nodes"], manifest["sources"]
         self.current = catalog.definitions(home) if current is None else current
         if contents is None:
@@ -187,12 +186,6 @@ class Plan:
     scratch: set[str] = field(default_factory=set)
 
 
-def _order() -> list[str]:
-    nodes = _nodes()
-    return list(graphlib.TopologicalSorter(
-        {uid: set(n["depends_on"].get("nodes", [])) for uid, n in nodes.items()}).static_order())
-
-
 def plan(ws: catalog.Workspace, fp: Fingerprints, wanted: Iterable[str],
          built: Mapping[str, str]) -> Plan:
     """Decide, table by table in dependency order, what must be rebuilt (`fp.contents` then
@@ -203,7 +196,7 @@ def plan(ws: catalog.Workspace, fp: Fingerprints, wanted: Iterable[str],
     out = Plan(rebuild=set())
     changing: set[str] = set()  # tables to rebuild: their relations still hold the old rows
     try:
-        for uid in (u for u in _order() if u in wanted and _digested(u)):
+        for uid in (u for u in catalog.order() if u in wanted and _digested(u)):
             state = fp.state(uid)
             if state is not None and built.get(uid) == state:
                 continue
@@ -257,7 +250,8 @@ def settle(ws: catalog.Workspace, fp: Fingerprints, results: list[Mapping[str, A
                 fp.contents[uid] = table_digest(con, f'"{relation(uid)}"')
         finally:
             con.close()
-    state = {uid: fp.state(uid) for uid in fp.current}
+    state = {uid: fp.state(uid) for uid in [*(r["unique_id"] for r in results), *unchanged]
+             if uid in fp.current}
     ws.record_results([*results, *({"unique_id": u, "status": "success"} for u in unchanged)],
                       state)
     ws.record_outcomes({CONTENT + uid: {"state": state[uid], "digest": fp.contents[uid]}

@@ -3,7 +3,6 @@ the assets' checks. One step runs `dbt build` over exactly what Dagster selected
 publishes the catalog (`warehouse/catalog.py`)."""
 
 
-import graphlib
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -157,7 +156,7 @@ def _build(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings) -> I
         built_now = {context.assets_def.specs_by_key[context.asset_key_for_output(
             e.output_name)].metadata[DAGSTER_DBT_UNIQUE_ID_METADATA_KEY]: e
             for e in events if isinstance(e, dg.Output)}
-        for uid in (u for u in _ORDER if u in wanted):
+        for uid in (u for u in catalog.order() if u in wanted):
             spec = context.assets_def.specs_by_key[wanted[uid]]
             if uid in built_now:
                 event = built_now[uid]
@@ -264,9 +263,6 @@ def _views_selector(nodes: Mapping[str, Any], first: set[str]) -> dict[str, Any]
 _NODES = _MANIFEST["nodes"]
 _PYTHON_INPUTS = _python_inputs({"nodes": _NODES})
 _RULES = _PYTHON_INPUTS | {n["name"] for n in _NODES.values() if n["resource_type"] == "seed"}
-# Every node after the nodes it reads.
-_ORDER = list(graphlib.TopologicalSorter(
-    {uid: set(n["depends_on"].get("nodes", [])) for uid, n in _NODES.items()}).static_order())
 _VIEWS = {n["name"] for n in _NODES.values() if n["resource_type"] == "model"} - _PYTHON_INPUTS
 _SELECTABLE = {**_MANIFEST, "selectors": {**_MANIFEST.get("selectors", {}),
                                           "benchlake_views": _views_selector(_NODES, _RULES)}}
