@@ -44,11 +44,12 @@ class EventLogStorage(SqliteEventLogStorage):
     """`SqliteEventLogStorage` keeping one connection per file open (see the module notes)."""
 
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
-        super().__init__(base_dir, inst_data)
+        # before Dagster's constructor, which may write (a new folder's index is migrated)
         self._engines: OrderedDict[tuple[str, int], Any] = OrderedDict()
         self._tables: set[str] = set()
         self._columns: set[str] = set()
         self._batch: Any = None
+        super().__init__(base_dir, inst_data)
 
     def has_table(self, table_name: str) -> bool:
         # Dagster asks for every asset and check event (the tag and check tables), each time

@@ -95,3 +95,14 @@ def test_a_runs_planned_events_are_one_transaction_per_file(tmp_path: Path, monk
     assert [s.value for _, s in batched[2]] == ["SUCCEEDED", "FAILED"]
     assert sum(1 for kind, _ in batched[1] if kind.value.endswith("PLANNED")) == 4
     assert one_by_one[0] - batched[0] == 10 - 2
+
+
+def test_an_event_log_opens_on_a_new_folder(tmp_path: Path) -> None:
+    """Dagster's constructor migrates a new folder's index through the storage's own
+    connections: they exist before it runs."""
+    storage = EventLogStorage(str(tmp_path / "event_logs"))
+    try:
+        assert storage.has_table("event_logs")
+        assert (tmp_path / "event_logs" / "index.db").is_file()
+    finally:
+        storage.dispose()

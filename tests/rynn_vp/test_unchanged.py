@@ -104,6 +104,9 @@ def test_nothing_changed_rewrites_nothing_and_a_changed_input_is_read(
     assert after["rvp_checksums"] != before["rvp_checksums"]
     assert after["rvp_candidates"] != before["rvp_candidates"]
     assert _metadata(outcome, "rvp_checksums")["status_counts"]["mismatch"] == 1
+    # no judgment record in the folder: none to check against what changed, nothing rewritten
+    assert after["rvp_judgment_files"] == before["rvp_judgment_files"]
+    assert after["rvp_judgments"] == before["rvp_judgments"]
     # the images of every other case are as they were
     touched = {gone.relative_to(home / "evidence").parts[0], panel.parent.parent.name,
                task.parent.name, video[0].parent.name}

@@ -391,13 +391,15 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     while True:
         versions = archive_versions(s.archive_dir / "judgments", roots, benchlake.table_path(
             "rvp_judgment_files"), s.home, s.file_cache, copies)
+        files = SourceFile.current(versions, roots)
+        # no current file: nothing is checked against the context
         inputs = step_inputs(CHECKS_VERSION, [str(r) for r in roots], versions, escaped,
-                             {t: content_version(s.home, t) for t in CONTEXT_INPUTS})
+                             {t: content_version(s.home, t) for t in CONTEXT_INPUTS}
+                             if files else {})
         if (done := described_again(context, benchlake, inputs, *JUDGMENT_RECORD_TABLES)):
             yield from done
             return
         started(context, benchlake)
-        files = SourceFile.current(versions, roots)
         ctx = eval_context(s.home)
         parts, written = sync_parts(judgment_store(s.cache_dir), files, ctx, copies)
         if not copies or complete(parts):
