@@ -35,6 +35,7 @@ from dagster_project.tables import (
     file_list,
     remove_stale_temps,
     streaming_parquet,
+    table_files,
     table_path,
     write_table,
 )
@@ -225,6 +226,22 @@ def file_rows(paths: Sequence[Path]) -> list[int]:
     finally:
         con.close()
     return [rows[str(p)] for p in paths]
+
+
+def counted_rows(home: Path, name: str) -> dict[str, int]:
+    """The rows of each part of raw table `name` (`_schema.parquet` aside), keyed by its path
+    under the table's folder and its size: those `status.part_rows` recorded when it was last
+    marked written, the footers of the new parts read (a part is never rewritten under its
+    name: a run that adds one part reads one footer, not one per part)."""
+    from dagster_project.status import part_rows
+
+    folder = table_path(home, name, SCHEMA_PART).parent
+    files = {f"{f.relative_to(folder).as_posix()}:{f.stat().st_size}": f
+             for f in table_files(home, name) if f.stem != SCHEMA_PART}
+    known = part_rows(home, name)
+    new = [key for key in files if key not in known]
+    return {**{key: known[key] for key in files if key in known},
+            **dict(zip(new, file_rows([files[key] for key in new]), strict=True))}
 
 
 def read_ahead(items: Iterable[Any], depth: int = 2) -> Iterator[Any]:

@@ -56,9 +56,23 @@ def mark_started(home: Path, table: str, run_id: str) -> None:
     _update(home, table, started_run_id=run_id, started_at=_now())
 
 
-def mark_written(home: Path, table: str, run_id: str, rows: int) -> None:
-    """After run `run_id` renamed the last file of `table` into place; `rows` in all."""
-    _update(home, table, written_run_id=run_id, written_at=_now(), rows=rows)
+def mark_written(home: Path, table: str, run_id: str, rows: int,
+                 parts: dict[str, int] | None = None) -> None:
+    """After run `run_id` renamed the last file of `table` into place; `rows` in all (and, for
+    a table kept in parts, `parts`: the rows of each, by `part_rows`' key)."""
+    _update(home, table, written_run_id=run_id, written_at=_now(), rows=rows,
+            **({"part_rows": parts} if parts is not None else {}))
+
+
+def part_rows(home: Path, table: str) -> dict[str, int]:
+    """The rows of each part of `table` when it was last marked written, keyed by the part's
+    path under the table's folder and its size: a part is never rewritten under its name
+    (which holds the key of what it was built from), so a run counts the new parts' rows only,
+    not every footer again. {} if none are known."""
+    try:
+        return dict(json.loads(_marker(home, table).read_text(encoding="utf-8"))["part_rows"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 # --- what a table was written from: a step whose inputs did not change does nothing -----------

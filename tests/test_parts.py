@@ -151,3 +151,41 @@ def test_on_connections_keeps_the_order_and_raises():
 
     with pytest.raises(ValueError, match="item 7"):
         on_connections(fails, list(range(20)), 2)
+
+
+def test_a_tables_rows_are_counted_from_the_footers_of_its_new_parts_only(tmp_path, monkeypatch):
+    import dagster_project.parts as parts
+    from dagster_project.status import mark_written
+    from dagster_project.tables import table_path
+
+    home = tmp_path / "home"
+    store = PartStore(table_path(home, "t", SCHEMA_PART).parent, "1", SCHEMA)
+    store.ensure_schema()
+
+    def part(key: str, n: int) -> None:
+        store.write(key, pa.table({"name": [key] * n, "image_path": [None] * n}, schema=SCHEMA),
+                    home=home)
+
+    part("a", 2)
+    part("b", 3)
+    opened: list[str] = []
+    real = parts.file_rows
+    monkeypatch.setattr(parts, "file_rows", lambda paths: (
+        opened.extend(p.name for p in paths), real(paths))[1])
+    counted = parts.counted_rows(home, "t")
+    assert sorted(counted.values()) == [2, 3] and sorted(opened) == ["a.parquet", "b.parquet"]
+    mark_written(home, "t", "run-1", sum(counted.values()), parts=counted)
+    part("c", 4)  # one part added, one removed: only the new one's footer is read
+    store.path("a").unlink()
+    opened.clear()
+    counted = parts.counted_rows(home, "t")
+    assert sorted(counted.values()) == [3, 4] and opened == ["c.parquet"]
+    mark_written(home, "t", "run-2", sum(counted.values()), parts=counted)
+    # a part of another size under a known name is counted again (no stale count; parts are
+    # never rewritten under their name, this is the guard if one were)
+    size = store.path("b").stat().st_size
+    store.write("b", pa.table({"name": [f"row {i}" for i in range(5)], "image_path": [None] * 5},
+                              schema=SCHEMA), home=home)
+    assert store.path("b").stat().st_size != size
+    opened.clear()
+    assert sorted(parts.counted_rows(home, "t").values()) == [4, 5] and opened == ["b.parquet"]

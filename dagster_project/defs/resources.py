@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
-from dagster_project.parts import SCHEMA_PART, digest, file_rows
+from dagster_project.parts import SCHEMA_PART, counted_rows, digest
 from dagster_project.settings import JudgeSettings, Settings
 from dagster_project.status import mark_started, mark_written, remember_inputs, unchanged
 from dagster_project.tables import (
@@ -232,15 +232,16 @@ def _described(benchlake: BenchlakeSettings, name: str, rows: int, version: str,
 def parts_result(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings, name: str,
                  **extra: object) -> dg.MaterializeResult:
     """Mark raw table `name`, kept in parts (`parts.PartStore`), written, and say what the UI
-    shows: its rows (from the Parquet footers), its parts, and `extra` (what this run built and
-    removed). Its data version is `content_version`: part names and sizes."""
+    shows: its rows (`parts.counted_rows`: the footers of the parts not counted before), its
+    parts, and `extra` (what this run built and removed). Its data version is
+    `content_version`: part names and sizes."""
     home = Path(benchlake.home)
-    files = [f for f in table_files(home, name) if f.stem != SCHEMA_PART]
-    rows = sum(file_rows(files))
-    mark_written(home, name, context.run.run_id, rows)
+    counted = counted_rows(home, name)
+    rows = sum(counted.values())
+    mark_written(home, name, context.run.run_id, rows, parts=counted)
     return dg.MaterializeResult(
         asset_key=raw_key(name), data_version=dg.DataVersion(content_version(home, name)),
-        metadata={"dagster/row_count": rows, "parts": len(files),
+        metadata={"dagster/row_count": rows, "parts": len(counted),
                   "path": dg.MetadataValue.path(str(benchlake.table_path(name, "_").parent)),
                   **extra})
 
