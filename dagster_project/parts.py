@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dagster_project.lifeline import process_pool
+from dagster_project.status import part_rows
 from dagster_project.tables import (
     file_list,
     remove_stale_temps,
@@ -233,8 +234,6 @@ def counted_rows(home: Path, name: str) -> dict[str, int]:
     under the table's folder and its size: those `status.part_rows` recorded when it was last
     marked written, the footers of the new parts read (a part is never rewritten under its
     name: a run that adds one part reads one footer, not one per part)."""
-    from dagster_project.status import part_rows
-
     folder = table_path(home, name, SCHEMA_PART).parent
     files = {f"{f.relative_to(folder).as_posix()}:{f.stat().st_size}": f
              for f in table_files(home, name) if f.stem != SCHEMA_PART}
