@@ -57,6 +57,7 @@ from dagster_project.rynn_vp.judgment_parts import (
     STAGES_SCHEMA,
     gt_stage_row,
     judgment_store,
+    part_reader,
     read_parts,
     sync_parts,
 )
@@ -398,23 +399,24 @@ def write_tables(files: Sequence[SourceFile], ctx: EvalContext,
     start = judgment_replay.restore(checkpoint, state, names, refused, starts) \
         if checkpoint else 0
     written = 0
-    for n, (first, end, _) in enumerate(segs):
-        if first < start:
-            continue  # its rows are those of the state's files, and are there
-        written += 1
-        with ExitStack() as stack:
-            state.out = {name: _PartWriter(stores[name], keys[n][name], stack)
-                         for name in JUDGMENT_TABLES}
-            if n == 0:
-                for row in refused:
-                    state.problem(row)
-            # DuckDB reads and types the next batches while the last one is taken
-            for batch, batch_files in read_ahead(read_parts(
-                    [(sf, parts[sf]) for sf in files[first:end]], rows[first:end])):
-                state.take(batch, batch_files)
-            for writer in state.out.values():
-                writer.close()
-        state.out = {}
+    with part_reader() as db:
+        for n, (first, end, _) in enumerate(segs):
+            if first < start:
+                continue  # its rows are those of the state's files, and are there
+            written += 1
+            with ExitStack() as stack:
+                state.out = {name: _PartWriter(stores[name], keys[n][name], stack)
+                             for name in JUDGMENT_TABLES}
+                if n == 0:
+                    for row in refused:
+                        state.problem(row)
+                # DuckDB reads and types the next batches while the last one is taken
+                for batch, batch_files in read_ahead(read_parts(
+                        db, [(sf, parts[sf]) for sf in files[first:end]], rows[first:end])):
+                    state.take(batch, batch_files)
+                for writer in state.out.values():
+                    writer.close()
+            state.out = {}
     if written and checkpoint is not None:  # else the state is the one saved
         judgment_replay.save(checkpoint, names, refused, state, rows)
     if written or not stores["rvp_stages"].has(tail):
