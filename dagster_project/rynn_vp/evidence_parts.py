@@ -1,7 +1,7 @@
 """Rynn-VP evidence kept in parts: one part per case in each of `rvp_evidence_frames`,
-`rvp_storyboards`, `rvp_evaluations` and `rvp_rejects/rvp_evidence`, keyed by the case's inputs
-(its files' digests and stored paths, decodable range and intervals, each candidate's
-evaluation fingerprint) and `EVIDENCE_POLICY_VERSION` (`parts.PartStore`).
+`rvp_storyboards`, `rvp_evaluations` and (if it has rejects) `rvp_rejects/rvp_evidence`, keyed
+by the case's inputs (its files' digests and stored paths, decodable range and intervals, each
+candidate's evaluation fingerprint) and `EVIDENCE_POLICY_VERSION` (`parts.PartStore`).
 
 An unchanged case is not touched at all (its parts are there and so are their images). A changed
 case is built again in a worker process from its previous part: an evaluation whose own
@@ -109,8 +109,8 @@ def _unchanged(stores: dict[str, PartStore], key: str, home: Path, case_id: str)
     """Whether the case's parts are all there, and every image they name. Without reading the
     parts when no folder of the case's images changed since its parts were written (its images
     are written before them; removing a file changes its folder's modification time)."""
-    try:
-        written = min(s.path(key).stat().st_mtime_ns for s in stores.values())
+    try:  # a case's rejects part is written before these, and only when it has rejects
+        written = min(stores[t].path(key).stat().st_mtime_ns for t in EVIDENCE_TABLES)
     except OSError:
         return False
     folders = [os.stat(top).st_mtime_ns for top, _, _ in os.walk(home / "evidence" / case_id)]
@@ -151,11 +151,14 @@ def build_case(job: tuple[CaseInputs, str, str]) -> int:
     remove_stale_temps(home / "evidence" / inp.case_id)  # a killed run's (one job per case)
     out = build_case_evidence(inp, home / "evidence" / inp.case_id,
                               previous=_previous(stores, inp.case_id, home), home=home)
+    # The rejects first, and only if there are any: an empty part would still change the
+    # rejects table's version (its parts' names), and so every view and check reading it.
+    if out["rejects"]:
+        stores[REJECTS].write(key, rejects_table(
+            Reject(stored_path(r["source_file"], home) or "", r["reason"], r["case_id"],
+                   r["stage"]) for r in out["rejects"]))
     for (table, schema), kind in zip(EVIDENCE_TABLES.items(), _ROWS.values(), strict=True):
         stores[table].write(key, rows_to_table(out[kind], schema), home=home)
-    stores[REJECTS].write(key, rejects_table(
-        Reject(stored_path(r["source_file"], home) or "", r["reason"], r["case_id"], r["stage"])
-        for r in out["rejects"]))
     return len(out["extracted"])
 
 

@@ -17,7 +17,7 @@ from PIL import Image
 
 from dagster_project.media.encode import read_frame_index
 from dagster_project.runner import materialize
-from dagster_project.tables import connect_raw
+from dagster_project.tables import connect_raw, content_version
 from dagster_project.warehouse.catalog import connect
 from tests.conftest import copy_home, settings_for
 
@@ -234,6 +234,7 @@ def test_only_changed_evaluations_are_extracted_again(demo_warehouse, demo_input
     meta = _metadata(outcome, "raw_rvp_evaluations")
     assert (meta["parts_written"], meta["evaluations_extracted"]) == (0, 0)
 
+    rejects = content_version(home, "rvp_rejects")
     video = sorted(cands.glob("*/*/candidate.mp4"))
     changed, donor = video[0], video[-1]
     shutil.copy(donor, changed)
@@ -249,11 +250,13 @@ def test_only_changed_evaluations_are_extracted_again(demo_warehouse, demo_input
     after = _stamps(home)
     rewritten = {p for p in after if after[p] != first.get(p)}
     gone = {p for p in first if p not in after}
-    # the case's four parts, under new names (the old ones removed), and its one evaluation's
-    # images; every other case and evaluation untouched
+    # the case's three parts, under new names (the old ones removed), and its one evaluation's
+    # images; every other case and evaluation untouched. No rejects part: it has no rejects,
+    # so the rejects table, and what reads it, has not changed.
     assert {p for p in rewritten if p.startswith("tables/")} == {
         p for p in after if p.startswith("tables/") and Path(p).name.startswith(f"{case_id}.")}
-    assert len({p for p in rewritten if p.startswith("tables/")}) == len(gone) == 4
+    assert len({p for p in rewritten if p.startswith("tables/")}) == len(gone) == 3
+    assert content_version(home, "rvp_rejects") == rejects
     assert all(Path(p).name.startswith(f"{case_id}.") for p in gone)
     images = {p for p in rewritten if p.startswith("evidence/")}
     assert images and all(p.startswith(f"evidence/{case_id}/") for p in images)
