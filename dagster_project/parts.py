@@ -133,9 +133,10 @@ class PartStore:
         return write_table(table, self.path(key), home=home)
 
     @contextmanager
-    def streaming(self, key: str, schema: pa.Schema) -> Iterator[Any]:
+    def streaming(self, key: str, schema: pa.Schema, *, read_whole: bool = False
+                  ) -> Iterator[Any]:
         """A streaming writer of part `key` (`tables.streaming_parquet`) for large parts."""
-        with streaming_parquet(self.path(key), schema) as writer:
+        with streaming_parquet(self.path(key), schema, read_whole=read_whole) as writer:
             yield writer
 
     def keep(self, keys: Iterable[str]) -> list[str]:

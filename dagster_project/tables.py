@@ -129,6 +129,10 @@ _PARQUET_OPTIONS: dict[str, Any] = {
     "write_statistics": True,
     "version": "2.6",
 }
+# ... for a file only ever read whole, never filtered (a cache's parts, `read_whole`): no
+# statistics (a column of raw record text keeps its first and last value in each footer) and no
+# dictionaries. Checked judgment parts: 2.5x smaller, ~0.2 ms less to write each.
+_WHOLE_READ_OPTIONS = {**_PARQUET_OPTIONS, "use_dictionary": False, "write_statistics": False}
 
 
 def _umask_mode() -> int:
@@ -351,16 +355,19 @@ def write_table(
 
 
 @contextmanager
-def streaming_parquet(path: Path, schema: pa.Schema) -> Iterator[_NonEmptyWriter]:
+def streaming_parquet(path: Path, schema: pa.Schema, *, read_whole: bool = False
+                      ) -> Iterator[_NonEmptyWriter]:
     """A Parquet writer with the fixed options for a table too large to hold: each `write` is
     one row group (empty tables are skipped); the file appears at `path` whole, by a rename, only
-    when the block ends without error. No path columns (they need `write_table`'s mapping)."""
+    when the block ends without error. No path columns (they need `write_table`'s mapping).
+    `read_whole`: `_WHOLE_READ_OPTIONS`, for a file no query filters."""
     if any(_is_path_field(f) for f in schema):
         raise ValueError(f"{path}: streaming_parquet does not store path columns")
     fd, tmp = temp_beside(path)
     os.close(fd)
     try:
-        with pq.ParquetWriter(tmp, schema, **_PARQUET_OPTIONS) as writer:
+        with pq.ParquetWriter(tmp, schema, **(_WHOLE_READ_OPTIONS if read_whole
+                                              else _PARQUET_OPTIONS)) as writer:
             yield _NonEmptyWriter(writer)
         os.replace(tmp, path)
     except BaseException:

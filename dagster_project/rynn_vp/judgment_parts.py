@@ -198,7 +198,7 @@ def _without_default_kind(obj: dict[str, Any], value: str) -> str:
 def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key: str) -> int:
     """Read and check one file version into part `key`; the number of rows."""
     n = 0
-    with store.streaming(key, PART_SCHEMA) as out:
+    with store.streaming(key, PART_SCHEMA, read_whole=True) as out:  # read only by the replay
         rows: list[dict] = []
         for item in _read(sf):
             if isinstance(item, _Record):

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import shutil
 
+import pyarrow.parquet as pq
 import pytest
 
 from dagster_project.dropfolder import archive_versions, scan_drop_folder
@@ -60,6 +61,11 @@ def test_replaying_parts_equals_reading_again(tmp_path):
                   "duplicate of", "empty"):
         assert words in reasons, words
 
+    # parts are only read whole by the replay: no statistics (the raw text's first and last
+    # value in every footer) and no dictionaries (`tables._WHOLE_READ_OPTIONS`)
+    footer = pq.ParquetFile(parts[files[0]]).metadata.row_group(0)
+    assert not any(footer.column(i).is_stats_set for i in range(footer.num_columns))
+    assert not any(footer.column(i).has_dictionary_page for i in range(footer.num_columns))
     stamps = {p.name: p.stat().st_mtime_ns for p in store.folder.iterdir()}
     again, written = sync_parts(store, files, CTX)
     assert again == parts and written == []  # nothing read again, nothing written
