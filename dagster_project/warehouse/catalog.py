@@ -27,7 +27,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -83,13 +83,9 @@ class Workspace:
             recorded = json.loads(self._definitions.read_text(encoding="utf-8"))
         except (FileNotFoundError, ValueError):
             return {}
-        con = duckdb.connect(str(self.database), read_only=True)
-        try:
-            present = {r[0] for r in con.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
-            ).fetchall()}
-        finally:
-            con.close()
+        present = _while_unchanged(("tables", self.database), _files(self.database), lambda: (
+            frozenset(t for (t,) in _query(self.database, "SELECT table_name FROM information_"
+                                           "schema.tables WHERE table_schema = 'main'"))))
         return {uid: fp for uid, fp in recorded.items() if uid.rsplit(".", 1)[-1] in present}
 
     @property
@@ -181,26 +177,45 @@ def built_for(database: Path) -> set[str]:
     """The homes whose Parquet the views of `database` read (one, unless it was moved). Asked
     each time the workspace is opened (a run opens it ~5 times, ~30 ms each to open the
     database and read every view's SQL), so the answer is kept while the database and its WAL
-    are the files they were; a stamp no older than `_RACY_NS` when it was read is not trusted
-    (a write in the same clock tick leaves the same stamp)."""
-    stamp = tuple(_stamp(p) for p in (database, database.with_name(f"{database.name}.wal")))
-    kept = _BUILT_FOR.get(database)
-    if kept is not None and kept[0] == stamp:
-        return set(kept[1])
-    read_at = time.time_ns()
+    are the files they were (`_while_unchanged`)."""
+
+    def homes() -> frozenset[str]:
+        texts = [t for (t,) in _query(database,
+                                      "SELECT sql FROM duckdb_views() WHERE NOT internal")]
+        return frozenset(m.group(1).replace("''", "'") for t in texts for m in _READS.finditer(t))
+
+    return set(_while_unchanged(("homes", database), _files(database), homes))
+
+
+def _query(database: Path, sql: str) -> list[tuple]:
     con = duckdb.connect(str(database), read_only=True)
     try:
-        texts = [r[0] for r in con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal"
-                                           ).fetchall()]
+        return con.execute(sql).fetchall()
     finally:
         con.close()
-    homes = {m.group(1).replace("''", "'") for t in texts for m in _READS.finditer(t)}
+
+
+def _files(database: Path) -> tuple[Path, Path]:
+    """A DuckDB database's files: itself and its WAL."""
+    return database, database.with_name(f"{database.name}.wal")
+
+
+def _while_unchanged(key: tuple, files: Iterable[Path], compute: Callable[[], Any]) -> Any:
+    """`compute()` (an immutable value), kept under `key` while `files` are the files they were
+    (modification time, size, inode); a stamp no older than `_RACY_NS` when it was read is not
+    trusted (a write in the same clock tick leaves the same stamp)."""
+    stamp = tuple(_stamp(p) for p in files)
+    kept = _KEPT.get(key)
+    if kept is not None and kept[0] == stamp:
+        return kept[1]
+    read_at = time.time_ns()
+    value = compute()
     if all(s is None or s[0] < read_at - _RACY_NS for s in stamp):
-        _BUILT_FOR[database] = (stamp, frozenset(homes))
-    return homes
+        _KEPT[key] = (stamp, value)
+    return value
 
 
-_BUILT_FOR: dict[Path, tuple[tuple, frozenset[str]]] = {}
+_KEPT: dict[tuple, tuple[tuple, Any]] = {}
 _RACY_NS = 50_000_000
 
 

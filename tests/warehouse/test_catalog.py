@@ -1,8 +1,10 @@
-"""`catalog.built_for`: the homes a database's views read, kept between the workspace's opens
-while the database is the file it was, read again as soon as it changes."""
+"""`catalog.built_for` and `Workspace.built`: the homes a database's views read and the tables it
+holds, kept between the workspace's opens while the database is the file it was, read again as
+soon as it changes."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -34,13 +36,31 @@ def test_the_homes_read_are_kept_until_the_database_changes(tmp_path: Path) -> N
     _views(database, a)
     _age(database)
     assert catalog.built_for(database) == {str(a)}
-    kept = catalog._BUILT_FOR[database]
-    assert catalog.built_for(database) == {str(a)} and catalog._BUILT_FOR[database] is kept
+    kept = catalog._KEPT["homes", database]
+    assert catalog.built_for(database) == {str(a)} and catalog._KEPT["homes", database] is kept
 
     _views(database, a, b)  # another view: the file changed, its homes are read again
     assert catalog.built_for(database) == {str(a), str(b)}
     # written in this tick: answered, but not kept (the next write could keep the same stamp)
-    assert catalog._BUILT_FOR[database] is kept
+    assert catalog._KEPT["homes", database] is kept
     _age(database)
     assert catalog.built_for(database) == {str(a), str(b)}
-    assert catalog._BUILT_FOR[database][1] == {str(a), str(b)}
+    assert catalog._KEPT["homes", database][1] == {str(a), str(b)}
+
+
+def test_the_tables_held_are_kept_until_the_database_changes(tmp_path: Path) -> None:
+    ws = catalog.Workspace(tmp_path)
+    ws.folder.mkdir(parents=True)
+    con = duckdb.connect(str(ws.database))
+    con.execute("CREATE TABLE a AS SELECT 1 AS x; CREATE TABLE b AS SELECT 1 AS x")
+    con.close()
+    (ws.folder / "definitions.json").write_text(json.dumps({"model.p.a": "1", "model.p.b": "2"}))
+    _age(ws.database)
+    assert ws.built() == {"model.p.a": "1", "model.p.b": "2"}
+    kept = catalog._KEPT["tables", ws.database]
+    assert ws.built() == {"model.p.a": "1", "model.p.b": "2"}
+    assert catalog._KEPT["tables", ws.database] is kept  # the database not opened again
+    con = duckdb.connect(str(ws.database))
+    con.execute("DROP TABLE b")
+    con.close()
+    assert ws.built() == {"model.p.a": "1"}  # a table dropped since is no longer listed
