@@ -153,13 +153,16 @@ def write_and_describe(
 
 
 def describe_written(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings,
-                     name: str, rows: int, inputs: str, work: dict[str, int],
+                     name: str, inputs: str, work: dict[str, int],
                      **extra: object) -> dg.MaterializeResult:
-    """`write_and_describe` for a table kept in parts (`parts.PartStore`) its step wrote: the
-    preview from the first rows of its parts, the description remembered with every part."""
+    """`write_and_describe` for a table kept in parts (`parts.PartStore`) its step wrote: its
+    rows (`parts.counted_rows`: the footers of the new parts), the preview from the first rows
+    of its parts, the description remembered with every part."""
     home = Path(benchlake.settings().home)
     files = table_files(home, name)
-    mark_written(home, name, context.run.run_id, rows)
+    counted = counted_rows(home, name)
+    rows = sum(counted.values())
+    mark_written(home, name, context.run.run_id, rows, parts=counted)
     head = next((b for f in files if f.stem != SCHEMA_PART
                  for b in pq.ParquetFile(f).iter_batches(batch_size=HEAD_ROWS)), None)
     preview = markdown_preview(pa.Table.from_batches([head]) if head is not None

@@ -98,14 +98,20 @@ class IngestResult:
 
 @dataclass(frozen=True)
 class Written:
-    """What `write_tables` wrote: rows per table, the repeated records it ignored, the segments
-    it wrote (of how many), and the best attempt of each judge run's evaluation as the replay
-    ranked them (the index it held anyway)."""
+    """What `write_tables` wrote: the repeated records it ignored, the segments it wrote (of
+    how many), the best attempt of each judge run's evaluation as the replay ranked them (the
+    index it held anyway), and the tables' stores."""
 
-    rows: dict[str, int]
     duplicates: int
     segments: tuple[int, int]
     groups: Mapping[tuple[str, str, str], _Group] = field(compare=False, repr=False)
+    stores: Mapping[str, PartStore] = field(compare=False, repr=False)
+
+    @property
+    def rows(self) -> dict[str, int]:
+        """The rows of each table, from every part's footer (the asset counts the new parts'
+        only: `resources.describe_written`)."""
+        return {name: store.rows() for name, store in self.stores.items()}
 
     @property
     def finals(self) -> frozenset[tuple[str, str, str, int]]:
@@ -421,8 +427,7 @@ def write_tables(files: Sequence[SourceFile], ctx: EvalContext,
         judgment_replay.save(checkpoint, names, refused, state, rows)
     if written or not stores["rvp_stages"].has(tail):
         stores["rvp_stages"].write(tail, state.gt_stage_rows())
-    return Written({name: store.rows() for name, store in stores.items()}, state.duplicates,
-                   (written, len(segs)), state.groups)
+    return Written(state.duplicates, (written, len(segs)), state.groups, stores)
 
 
 _INGEST_ORDER = {

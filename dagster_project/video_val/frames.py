@@ -110,7 +110,6 @@ class FramesResult:
     videos: int = 0
     decoded: list[str] = field(default_factory=list)  # the parts written now
     removed: list[str] = field(default_factory=list)
-    rows: int = 0
 
 
 def _digest(path: str, file_cache: Path | None) -> str | None:
@@ -157,7 +156,6 @@ def sync_frames(home: Path, file_cache: Path | None,
             shutil.rmtree(folder)
         else:
             folder.unlink()
-    result.rows = store.rows()
     log(f"val frames: {len(videos) - len(jobs)} videos unchanged, {len(jobs)} decoded, "
         f"{len(result.removed)} parts removed")
     return result

@@ -418,8 +418,7 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
         extra = {"duplicates_ignored": result.duplicates} if name == "rvp_judgments" else {}
         work = ({"file_versions_checked": len(written), "segments_written": result.segments[0]}
                 if name == "rvp_judgments" else {})
-        yield describe_written(context, benchlake, name, result.rows[name], inputs, work,
-                               **extra)
+        yield describe_written(context, benchlake, name, inputs, work, **extra)
 
 
 @dg.asset(key=raw_key("rvp_judge_packets"), group_name=GROUP, kinds={"parquet", "json"},
