@@ -22,16 +22,17 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import orjson
 import pyarrow as pa
 
 from dagster_project.dropfolder import copy_deferred
 from dagster_project.filecache import Identity
-from dagster_project.parts import PartStore, digest, fan_out, file_rows
+from dagster_project.lifeline import process_pool
+from dagster_project.parts import PartStore, digest
 from dagster_project.rynn_vp.ingest import refused_cases
 from dagster_project.rynn_vp.judgment_records import (
     METRIC_COLUMNS,
@@ -58,7 +59,6 @@ PARALLEL_BYTES = 2 * 2**20
 WORKERS = 2
 BINS_PER_WORKER = 4
 FILE_BYTES = 32 * 2**10  # writing a part (one per file version) costs what checking 32 KB does
-READ_CHUNK = 2_000  # parts per query of read_parts (what one sorted result holds)
 
 STAGES = ("gt_compilation", "observer", "vr_vq_judge", "hallucination_auditor", "pi_judge",
           "critic")
@@ -96,26 +96,6 @@ PART_SCHEMA = pa.schema([
     ("ident", pa.string()), ("same_as", pa.string()), ("lists_gt", pa.bool_()),
     *((name, pa.string()) for name in ROW_COLUMNS),
 ])
-# ... as `read_parts` gives it: `idx` (see there), the rows typed
-READ_SCHEMA = pa.schema([("idx", pa.int64()), *(
-    pa.field(f.name, ROW_COLUMNS.get(f.name, f.type)) for f in PART_SCHEMA)])
-
-
-def _structure(t: pa.DataType) -> Any:
-    """DuckDB's `from_json` structure of Arrow type `t`."""
-    if pa.types.is_struct(t):
-        return {f.name: _structure(f.type) for f in t}
-    if pa.types.is_list(t):
-        return [_structure(t.value_type)]
-    return {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
-            pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}[t]
-
-
-_SELECT = ", ".join(
-    f"from_json(p.{f.name}, '{orjson.dumps(_structure(ROW_COLUMNS[f.name])).decode()}') "
-    f"AS {f.name}" if f.name in ROW_COLUMNS else f"p.{f.name}" for f in PART_SCHEMA)
-
-
 def context_fingerprint(ctx: EvalContext) -> str:
     def norm(value: object) -> object:
         if isinstance(value, frozenset | set):
@@ -214,77 +194,71 @@ def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key
     return n
 
 
-def part_reader() -> duckdb.DuckDBPyConnection:
-    """The DuckDB database `read_parts` reads in, a cursor per call: one for a whole replay.
-    A new database costs ~25 ms before its first part is read (its JSON functions set up
-    again), and a replay of 60,000 records reads its segments in ~30 calls: a database per
-    call doubled the reading (2.1 s, not 1.25 s)."""
-    # one thread: a large part streams in file order, a row group at a time
-    return duckdb.connect(":memory:", config={"python_enable_replacements": False,
-                                              "preserve_insertion_order": True, "threads": 1})
+class Incomplete(Exception):
+    """A file version was rewritten or removed since its folder was listed: it has no part
+    (list the folder again)."""
 
 
-def read_parts(db: duckdb.DuckDBPyConnection, pairs: Sequence[tuple[SourceFile, Path]],
-               rows: Sequence[int] | None = None
-               ) -> Iterator[tuple[pa.RecordBatch, list[SourceFile]]]:
-    """The rows of every (file version, part), in the given order, `BATCH_ROWS` at a time
-    (`READ_SCHEMA`: each batch with its column `idx`, the position of each row's file version
-    in the list given with it). Small parts are read up to `READ_CHUNK` at a time by one DuckDB
-    query each: thousands of one-record files (a judge harness writing a file per judgment)
-    cost a few milliseconds each opened one by one, a fraction of that this way. A part of more
-    than `BATCH_ROWS` rows (a large file) is read alone, streamed in file order: sorting it in
-    one query would hold it whole. `rows`: the rows of each part, when known (`parts.file_rows`).
-    `db`: `part_reader()`'s database."""
-    con = db.cursor()
-    try:
-        sizes = dict(zip((str(p) for _, p in pairs), file_rows([p for _, p in pairs])
-                         if rows is None else rows, strict=True))
-        chunk: list[tuple[SourceFile, Path]] = []
-        for pair in [*pairs, None]:
-            if pair is not None and sizes[str(pair[1])] <= BATCH_ROWS:
-                chunk.append(pair)
-                if len(chunk) < READ_CHUNK:
-                    continue
-            yield from _read_chunk(con, chunk)
-            chunk = []
-            if pair is not None and sizes[str(pair[1])] > BATCH_ROWS:
-                reader = con.sql(f"SELECT 0 AS idx, {_SELECT} FROM read_parquet(?) AS p",
-                                 params=[str(pair[1])]).to_arrow_reader(BATCH_ROWS)
-                for batch in reader:
-                    yield batch.cast(READ_SCHEMA), [pair[0]]
-    finally:
-        con.close()
+class CheckedParts(Mapping[SourceFile, Path]):
+    """The part of every file version (`check_parts`): each path at once, the rows of one
+    checked now once its bin is (`rows`), so that the parts before it can be replayed while the
+    rest are checked."""
+
+    def __init__(self, paths: dict[SourceFile, Path], bins: Sequence[tuple[Any, list]]) -> None:
+        self.paths = paths
+        self._bins = bins  # (a Future of `_write_parts` or its result, the versions)
+        self._bin_of = {sf: i for i, (_, sfs) in enumerate(bins) for sf in sfs}
+        self._done: dict[int, dict[str, int]] = {}
+
+    def __getitem__(self, sf: SourceFile) -> Path:
+        return self.paths[sf]
+
+    def __iter__(self) -> Iterator[SourceFile]:
+        return iter(self.paths)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def checked_now(self, sf: SourceFile) -> bool:
+        return sf in self._bin_of
+
+    def rows(self, sf: SourceFile) -> int:
+        """The rows of the part of `sf`, checked now (waits for its bin): `Incomplete` if the
+        file changed since it was listed."""
+        rows = self._result(self._bin_of[sf]).get(self.paths[sf].stem)
+        if rows is None:
+            raise Incomplete(f"{sf.source_file} changed since its folder was listed")
+        return rows
+
+    def written(self) -> list[str]:
+        """The keys written now (waits for every bin)."""
+        return [key for i in range(len(self._bins)) for key in self._result(i)]
+
+    def _result(self, i: int) -> dict[str, int]:
+        if i not in self._done:
+            job = self._bins[i][0]
+            self._done[i] = dict(job if isinstance(job, list) else job.result())
+        return self._done[i]
 
 
-def _read_chunk(con: duckdb.DuckDBPyConnection, chunk: Sequence[tuple[SourceFile, Path]]
-                ) -> Iterator[tuple[pa.RecordBatch, list[SourceFile]]]:
-    """The rows of small parts `chunk`, in order, by one query."""
-    if not chunk:
-        return
-    order = pa.table({"filename": [str(p) for _, p in chunk], "idx": list(range(len(chunk)))})
-    con.register("part_order", order)
-    reader = con.sql(
-        f"SELECT o.idx, {_SELECT} FROM read_parquet(?, filename = true, file_row_number = true)"
-        " AS p JOIN part_order AS o USING (filename) ORDER BY o.idx, p.file_row_number",
-        params=[[str(p) for _, p in chunk]]).to_arrow_reader(BATCH_ROWS)
-    files = [sf for sf, _ in chunk]
-    for batch in reader:
-        yield batch.cast(READ_SCHEMA), files
-    con.unregister("part_order")
-
-
-def sync_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext,
-               copies: Mapping[str, tuple[Path, Identity]] | None = None
-               ) -> tuple[dict[SourceFile, Path], list[str]]:
-    """The part of every file version (written now if missing), and the keys written now;
-    parts no longer wanted (versions gone, context changed) are removed. `copies`: the
-    versions (by archived path) still to be copied into the archive from their drop-folder
-    file (`dropfolder.archive_versions(deferred=…)`), each copied by the process that checks
-    it, so that one file is copied while another is checked; one whose file was rewritten or
-    removed since the folder's scan gets no part and no archive copy (`complete` tells)."""
+@contextmanager
+def check_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext,
+                copies: Mapping[str, tuple[Path, Identity]] | None = None
+                ) -> Iterator[CheckedParts]:
+    """The part of every file version, written now if missing; parts no longer wanted
+    (versions gone, context changed) are removed. From `PARALLEL_BYTES` of new versions on,
+    they are checked by up to `WORKERS` processes in `BINS_PER_WORKER` times as many bins, of
+    whole files in file order, even in cost (a part costs what checking `FILE_BYTES` does):
+    the block reads the parts of a bin once it is done, while the next ones are checked
+    (`judgments.write_tables` replays them; the bins still running when it ends are waited
+    for). `copies`: the versions (by archived path) still to be copied into the archive from
+    their drop-folder file (`dropfolder.archive_versions(deferred=…)`), each copied by the
+    process that checks it; one whose file was rewritten or removed since the folder's scan
+    gets no part and no archive copy (`complete` tells)."""
     fingerprint = context_fingerprint(ctx)
     keys = {sf: part_key(store, sf, fingerprint) for sf in files}
     store.keep(keys.values())
+    paths = {sf: store.path(key) for sf, key in keys.items()}
     owner: dict[str, str] = {}
     for ev, ids in ctx.evidence_ids.items():
         for eid in ids:
@@ -297,26 +271,37 @@ def sync_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext,
             todo.append((sf, key, copy))
         else:  # checked before, but not archived (the archive lost it)
             copy_deferred(sf.path, sf.sha256, copy)
-    # The file versions over `workers` processes in `BINS_PER_WORKER` times as many bins, as
-    # even in cost as whole files allow (a part costs what checking `FILE_BYTES` does), the
-    # costliest first: a process that finishes early takes the next bin.
-    workers = min(WORKERS, os.cpu_count() or 1, len(todo))
-    n_bins = min(workers * BINS_PER_WORKER, len(todo))
-    bins: list[list] = [[] for _ in range(n_bins)]
-    costs = [0] * n_bins
-    cost_of = {sf: (copy[1].size if copy else sf.path.stat().st_size) + FILE_BYTES
-               for sf, _, copy in todo}
-    for job in sorted(todo, key=lambda t: -cost_of[t[0]]):
-        i = costs.index(min(costs))
-        bins[i].append(job)
-        costs[i] += cost_of[job[0]]
-    if workers > 1 and sum(costs) >= workers * PARALLEL_BYTES:  # else starting them costs more
-        jobs = [(ctx, owner, store, b) for _, b in sorted(zip(costs, bins, strict=True),
-                                                         key=lambda cb: -cb[0])]
-        written = [key for done in fan_out(_write_parts, jobs, workers) for key in done]
-    else:
-        written = _write_parts((ctx, owner, store, todo))
-    return {sf: store.path(key) for sf, key in keys.items()}, written
+    costs = [(copy[1].size if copy else sf.path.stat().st_size) + FILE_BYTES
+             for sf, _, copy in todo]
+    if sum(costs) < PARALLEL_BYTES:  # starting a process costs more
+        yield CheckedParts(paths, [(_write_parts((ctx, owner, store, todo)),
+                                    [sf for sf, _, _ in todo])] if todo else [])
+        return
+    workers = min(WORKERS, os.cpu_count() or 1, len(todo), sum(costs) // max(PARALLEL_BYTES, 1))
+    n_bins, done = min(workers * BINS_PER_WORKER, len(todo)), 0
+    bins: list[list] = [[]]
+    for job, cost in zip(todo, costs, strict=True):
+        if bins[-1] and done >= sum(costs) * len(bins) / n_bins:
+            bins.append([])
+        bins[-1].append(job)
+        done += cost
+    with process_pool(workers) as pool:
+        futures = [pool.submit(_write_parts, (ctx, owner, store, b)) for b in bins]
+        try:
+            yield CheckedParts(paths, [(f, [sf for sf, _, _ in b])
+                                       for f, b in zip(futures, bins, strict=True)])
+        finally:
+            for f in futures:
+                f.cancel()
+
+
+def sync_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext,
+               copies: Mapping[str, tuple[Path, Identity]] | None = None
+               ) -> tuple[dict[SourceFile, Path], list[str]]:
+    """`check_parts` waited for: the part of every file version, and the keys written now."""
+    with check_parts(store, files, ctx, copies) as parts:
+        written = parts.written()
+    return dict(parts.paths), written
 
 
 def complete(parts: Mapping[SourceFile, Path]) -> bool:
@@ -325,16 +310,13 @@ def complete(parts: Mapping[SourceFile, Path]) -> bool:
     return all(sf.path.exists() and part.exists() for sf, part in parts.items())
 
 
-def _write_parts(job: tuple[EvalContext, dict[str, str], PartStore, list]) -> list[str]:
+def _write_parts(job: tuple[EvalContext, dict[str, str], PartStore, list]
+                 ) -> list[tuple[str, int]]:
     """Archive (if left to do) and check each file version of `job` into its part; the keys
-    written (a version whose file changed since the scan: none, and no part)."""
+    written, with their rows (a version whose file changed since the scan: none, no part)."""
     ctx, owner, store, todo = job
-    written = []
-    for sf, key, copy in todo:
-        if copy_deferred(sf.path, sf.sha256, copy):
-            write_part(sf, ctx, owner.get, store, key)
-            written.append(key)
-    return written
+    return [(key, write_part(sf, ctx, owner.get, store, key)) for sf, key, copy in todo
+            if copy_deferred(sf.path, sf.sha256, copy)]
 
 
 # The raw tables a judgment is checked against (their assets are the judgments' dependencies).

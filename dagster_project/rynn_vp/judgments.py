@@ -19,13 +19,15 @@ at a time on its keys, and the rows of the accepted ones are taken from the batc
 only what decides later records stays in memory, a few hundred bytes per record (the digest of
 every record read and the place of its first sight, the identity of every accepted record, per
 (system, case, judge run) its best attempt so far). The files are cut into segments
-(`segments`: about `SEGMENT_FILES` files, at most about `SEGMENT_ROWS` records, the cuts a
-function of the names before them), and each table is kept in parts under `tables/raw/<name>/`,
-one per segment, named by the segment's number and a digest of every part name up to its end:
-a segment whose parts are there is neither replayed nor written again, given the replay's state
-at its start (`judgment_replay`). A file added at the end writes the last segment again; the
-gt_compilation stage rows of the evaluations that did not list one (known once every record is
-read, one per evaluation and judge run) are one part of `rvp_stages` rewritten each run. Memory
+(`judgment_replay.segments`: about `SEGMENT_FILES` files, at most about `SEGMENT_ROWS`
+records, the cuts a function of the names before them), and each table is kept in parts under
+`tables/raw/<name>/`, one per segment, named by the segment's number and a digest of every part
+name up to its end: a segment whose parts are there is neither replayed nor written again,
+given the replay's state at its start (`judgment_replay`). A segment is replayed as soon as its
+files are checked, while the next ones are (`judgment_parts.check_parts`). A file added at
+the end writes the last segment again; the gt_compilation stage rows of the evaluations that
+did not list one (known once every record is read, one per evaluation and judge run) are one
+part of `rvp_stages` rewritten each run. Memory
 holds a batch (`BATCH_ROWS` records) and a row group (`ROW_GROUP_ROWS` rows, fewer if wide).
 Equal inputs give equal parts, byte for byte.
 """
@@ -45,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dagster_project.parts import PartStore, digest, file_rows, read_ahead
+from dagster_project.parts import PartStore, file_rows, read_ahead
 from dagster_project.rynn_vp import judgment_replay
 from dagster_project.rynn_vp.judgment_parts import (
     BATCH_ROWS,
@@ -55,14 +57,18 @@ from dagster_project.rynn_vp.judgment_parts import (
     JUDGMENT_REJECTS_SCHEMA,
     JUDGMENTS_SCHEMA,
     STAGES_SCHEMA,
+    CheckedParts,
     gt_stage_row,
     judgment_store,
-    part_reader,
-    read_parts,
     sync_parts,
 )
 from dagster_project.rynn_vp.judgment_records import EvalContext, SourceFile, _reject
-from dagster_project.rynn_vp.judgment_replay import REPLAY_VERSION
+from dagster_project.rynn_vp.judgment_replay import (
+    REPLAY_VERSION,
+    part_reader,
+    read_parts,
+    segments,
+)
 from dagster_project.tables import rows_to_table
 
 # The tables `write_tables` fills (raw_<name>), with their schemas
@@ -75,11 +81,6 @@ JUDGMENT_TABLES = {
 # is held to write one.
 ROW_GROUP_ROWS = 16_384
 ROW_GROUP_BYTES = 32 * 2**20
-# A segment of files ends once it holds this many records (a file of as many is a segment of
-# its own, so one more such file replays itself alone), or after a file whose name's digest is
-# 0 modulo `SEGMENT_FILES` (a harness writing a file per judgment: ~64 files a segment).
-SEGMENT_ROWS = 8_192
-SEGMENT_FILES = 64
 GT_STAGES = "gt_compilation_stages"  # the label of `rvp_stages`' part of them (after the rest)
 _LINE_BITS = 32  # a place (file version, line) packed into one int: version index, then line
 
@@ -184,25 +185,6 @@ def _rows_of(column: pa.Array) -> pa.Table:
 def _list_rows_of(column: pa.Array) -> pa.Table:
     """The struct rows of list `column` (a list per record) as a table, in list order."""
     return pa.Table.from_struct_array(pc.list_flatten(column))
-
-
-def segments(names: Sequence[str], rows: Sequence[int], refused: Sequence[dict[str, Any]]
-             ) -> list[tuple[int, int, str]]:
-    """The file versions (their parts `names`, with their `rows`) cut into segments, each
-    `(first, end, digest)`: a segment ends after a file that brings its records to
-    `SEGMENT_ROWS`, or after a file whose part name's digest is 0 modulo `SEGMENT_FILES`, so the
-    cuts depend on the names before them only (a file added at the end joins the last
-    segment, or starts one). `digest` covers the refused rows and every part name up to the
-    segment's end: what its rows depend on."""
-    out: list[tuple[int, int, str]] = []
-    chain, first, held = digest(REPLAY_VERSION, list(refused)), 0, 0
-    for i, (name, n) in enumerate(zip(names, rows, strict=True)):
-        chain, held = digest(chain, name), held + n
-        if held >= SEGMENT_ROWS or int(digest(name)[:8], 16) % SEGMENT_FILES == 0 \
-                or i == len(names) - 1:
-            out.append((first, i + 1, chain))
-            first, held = i + 1, 0
-    return out or [(0, 0, chain)]
 
 
 def judgment_table_stores(home: Path) -> dict[str, PartStore]:
@@ -376,27 +358,46 @@ def write_tables(files: Sequence[SourceFile], ctx: EvalContext,
     written to the tables `stores` (name -> its part store, every name of `JUDGMENT_TABLES`;
     `judgment_table_stores`) a segment at a time (see the module notes). `work`: a folder for
     the parts when `parts` is not given (the part of every file version, checked against this
-    same context: `judgment_parts.sync_parts`). `refused`: reject rows found before reading
-    (links that lead out of the folder), the first rows written. `checkpoint`: a folder for the
+    same context: `judgment_parts.sync_parts`, or `check_parts` still checking: a segment is
+    replayed once its parts are there). `refused`: reject rows found before reading (links
+    that lead out of the folder), the first rows written. `checkpoint`: a folder for the
     replay's state (`judgment_replay`): the segments before the first one missing are then
     neither replayed nor written, and the parts it read are not opened again for their rows."""
     if parts is None:
         parts, _ = sync_parts(judgment_store(work), files, ctx)
+    checking = parts if isinstance(parts, CheckedParts) else CheckedParts(dict(parts), [])
     names = [parts[sf].name for sf in files]
-    # the rows of each part: those the kept replay read are known, new parts' footers are read
+    # the rows of each part: those the kept replay read are known, those checked now are told
+    # as each bin of them is done, the other parts' footers are read
     known = judgment_replay.part_rows(checkpoint) if checkpoint else {}
-    counted = iter(file_rows([parts[sf] for sf, name in zip(files, names, strict=True)
-                              if name not in known]))
-    rows = [known[name] if name in known else next(counted) for name in names]
-    segs = segments(names, rows, refused)
-    keys = [{name: store.key(f"{n:05d}", chain) for name, store in stores.items()}
-            for n, (_, _, chain) in enumerate(segs)]
-    tail = stores["rvp_stages"].key(GT_STAGES, segs[-1][2])
-    for name, store in stores.items():
-        store.keep([k[name] for k in keys] + ([tail] if name == "rvp_stages" else []))
+    rows: list[int | None] = [None if checking.checked_now(sf) else known.get(name)
+                              for sf, name in zip(files, names, strict=True)]
+    unknown = [i for i, n in enumerate(rows) if n is None and not checking.checked_now(files[i])]
+    for i, n in zip(unknown, file_rows([parts[files[i]] for i in unknown]), strict=True):
+        rows[i] = n
+
+    def rows_of(i: int) -> int:
+        if rows[i] is None:
+            rows[i] = checking.rows(files[i])
+        return rows[i]
+
+    cuts = segments(names, rows_of, refused)
+    segs: list[tuple[int, int, str]] = []
+    keys: list[dict[str, str]] = []
+
+    def more() -> bool:  # the next segment known, and its keys
+        if (seg := next(cuts, None)) is not None:
+            segs.append(seg)
+            keys.append({name: store.key(f"{len(keys):05d}", seg[2])
+                         for name, store in stores.items()})
+        return seg is not None
+
+    for store in stores.values():
         store.ensure_schema()
-    todo = next((n for n, k in enumerate(keys)
-                 if not all(stores[name].has(key) for name, key in k.items())), len(segs))
+    todo = 0  # the first segment with a part missing (all read: len(segs))
+    while (todo < len(segs) or more()) and all(stores[name].has(key)
+                                               for name, key in keys[todo].items()):
+        todo += 1
     # where the replay may begin: a segment's start, up to the first segment to write (after
     # the last file when every segment is there: the state is then all that is needed)
     starts = [first for first, _, _ in segs[:todo]] + [segs[todo][0] if todo < len(segs)
@@ -404,16 +405,18 @@ def write_tables(files: Sequence[SourceFile], ctx: EvalContext,
     state = _Ingest(files)
     start = judgment_replay.restore(checkpoint, state, names, refused, starts) \
         if checkpoint else 0
-    written = 0
+    written, n = 0, 0
     with part_reader() as db:
-        for n, (first, end, _) in enumerate(segs):
+        while n < len(segs) or more():
+            first, end, _ = segs[n]
+            n += 1
             if first < start:
                 continue  # its rows are those of the state's files, and are there
             written += 1
             with ExitStack() as stack:
-                state.out = {name: _PartWriter(stores[name], keys[n][name], stack)
+                state.out = {name: _PartWriter(stores[name], keys[n - 1][name], stack)
                              for name in JUDGMENT_TABLES}
-                if n == 0:
+                if n == 1:
                     for row in refused:
                         state.problem(row)
                 # DuckDB reads and types the next batches while the last one is taken
@@ -423,6 +426,9 @@ def write_tables(files: Sequence[SourceFile], ctx: EvalContext,
                 for writer in state.out.values():
                     writer.close()
             state.out = {}
+    tail = stores["rvp_stages"].key(GT_STAGES, segs[-1][2])
+    for name, store in stores.items():
+        store.keep([k[name] for k in keys] + ([tail] if name == "rvp_stages" else []))
     if written and checkpoint is not None:  # else the state is the one saved
         judgment_replay.save(checkpoint, names, refused, state, rows)
     if written or not stores["rvp_stages"].has(tail):

@@ -27,10 +27,12 @@ _MEASURE = textwrap.dedent("""
     from pathlib import Path
     import pyarrow as pa
     import dagster_project.rynn_vp.judgment_parts as parts
+    import dagster_project.rynn_vp.judgment_replay as replay
     import dagster_project.rynn_vp.judgments as judgments
     from dagster_project.rynn_vp.judgment_records import SourceFile
     from tests.rynn_vp.test_judgment_records import CTX
-    parts.BATCH_ROWS = judgments.BATCH_ROWS = judgments.ROW_GROUP_ROWS = {batch}
+    parts.BATCH_ROWS = replay.BATCH_ROWS = judgments.BATCH_ROWS = judgments.ROW_GROUP_ROWS = {batch}
+    parts.PARALLEL_BYTES = 1 << 62  # checked in this process, whose peak is measured
     path, work = Path(sys.argv[1]), Path(sys.argv[2])
     files = [SourceFile(path.name, 1, sys.argv[3], path)]
     tracemalloc.start()

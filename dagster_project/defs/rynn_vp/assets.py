@@ -69,10 +69,11 @@ from dagster_project.rynn_vp.judge_client import ledger_tables
 from dagster_project.rynn_vp.judgment_parts import (
     CHECKS_VERSION,
     CONTEXT_INPUTS,
+    Incomplete,
+    check_parts,
     complete,
     eval_context,
     judgment_store,
-    sync_parts,
 )
 from dagster_project.rynn_vp.judgment_records import SourceFile
 from dagster_project.rynn_vp.judgments import JUDGMENT_TABLES, judgment_table_stores, write_tables
@@ -387,7 +388,7 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
     escaped = [{"source_file": e.rel, "reason": e.reason}
                for root, setting in zip(roots, ("JUDGMENTS_DIR", "the judge's folder"),
                                         strict=True) for e in escapes(root, setting)]
-    copies: dict | None = {}  # new files the checks copy into the archive (`sync_parts`)
+    copies: dict | None = {}  # new files the checks copy into the archive (`check_parts`)
     while True:
         versions = archive_versions(s.archive_dir / "judgments", roots, benchlake.table_path(
             "rvp_judgment_files"), s.home, s.file_cache, copies)
@@ -401,16 +402,20 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
             return
         started(context, benchlake)
         ctx = eval_context(s.home)
-        parts, written = sync_parts(judgment_store(s.cache_dir), files, ctx, copies)
-        if not copies or complete(parts):
-            break
+        for name in JUDGMENT_TABLES:  # as an earlier version wrote it, whole
+            benchlake.table_path(name).unlink(missing_ok=True)
+        try:  # the parts replayed as they are checked, the replay kept for the next run
+            with check_parts(judgment_store(s.cache_dir), files, ctx, copies) as parts:
+                result = write_tables(files, ctx, judgment_table_stores(s.home), s.cache_dir,
+                                      parts, escaped, s.cache_dir / "judgment_replay")
+                written = parts.written()
+            if not copies or complete(parts):
+                break
+        except Incomplete:
+            pass
         copies = None  # a file rewritten or removed since it was listed: listed again
     context.log.info(f"{len(written)} file versions read and checked, "
                      f"{len(files) - len(written)} replayed from their parts")
-    for name in JUDGMENT_TABLES:  # as an earlier version wrote it, whole
-        benchlake.table_path(name).unlink(missing_ok=True)
-    result = write_tables(files, ctx, judgment_table_stores(s.home), s.cache_dir, parts, escaped,
-                          s.cache_dir / "judgment_replay")  # kept for the next run
     # the versions last: the sensor's cursor reads them as ingested
     yield write_and_describe(context, benchlake, "rvp_judgment_files",
                              rows_to_table(versions, VERSIONS_SCHEMA), inputs=inputs)
