@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import pickle
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,23 +48,36 @@ SEGMENT_FILES = 64
 READ_CHUNK = 2_000  # parts per query of read_parts (what one sorted result holds)
 
 
-def segments(names: Sequence[str], rows: Callable[[int], int], refused: Sequence[dict[str, Any]]
-             ) -> Iterator[tuple[int, int, str]]:
-    """The file versions (their parts `names`; `rows(i)`: the rows of part i, asked in order)
-    cut into segments, each `(first, end, digest)`, as the rows come: a segment ends after a
-    file that brings its records to `SEGMENT_ROWS`, or after a file whose part name's digest
-    is 0 modulo `SEGMENT_FILES`, so the cuts depend on the names before them only (a file
-    added at the end joins the last segment, or starts one). `digest` covers the refused rows
-    and every part name up to the segment's end: what its rows depend on."""
-    chain, first, held = digest(REPLAY_VERSION, list(refused)), 0, 0
-    for i, name in enumerate(names):
-        chain, held = digest(chain, name), held + rows(i)
-        if held >= SEGMENT_ROWS or int(digest(name)[:8], 16) % SEGMENT_FILES == 0 \
-                or i == len(names) - 1:
-            yield first, i + 1, chain
-            first, held = i + 1, 0
-    if not names:
-        yield 0, 0, chain
+class Cuts:
+    """The file versions (their parts `names`) cut into segments as the rows of each part are
+    told, in order (`add`): a segment ends after a file that brings its records to
+    `SEGMENT_ROWS`, or after a file whose part name's digest is 0 modulo `SEGMENT_FILES`, so
+    the cuts depend on the names before them only (a file added at the end joins the last
+    segment, or starts one). A segment is `(first, end, digest)`; `digest` covers the refused
+    rows and every part name up to the segment's end: what its rows depend on."""
+
+    def __init__(self, names: Sequence[str], refused: Sequence[dict[str, Any]]) -> None:
+        self.names = names
+        self.chain = digest(REPLAY_VERSION, list(refused))
+        self.first = self.told = self.held = 0  # the open segment's start, files told, rows
+
+    def add(self, rows: int) -> tuple[int, int, str] | None:
+        """The rows of the next part; the segment it ends, if it ends one."""
+        name = self.names[self.told]
+        self.told += 1
+        self.chain, self.held = digest(self.chain, name), self.held + rows
+        if self.held >= SEGMENT_ROWS or int(digest(name)[:8], 16) % SEGMENT_FILES == 0 \
+                or self.told == len(self.names):
+            segment, self.first, self.held = (self.first, self.told, self.chain), self.told, 0
+            return segment
+        return None
+
+
+def segments(names: Sequence[str], rows: Sequence[int], refused: Sequence[dict[str, Any]]
+             ) -> list[tuple[int, int, str]]:
+    """`Cuts` of parts `names` whose rows are known: one empty segment if there is none."""
+    cuts = Cuts(names, refused)
+    return [seg for n in rows if (seg := cuts.add(n)) is not None] or [(0, 0, cuts.chain)]
 
 
 def save(folder: Path, names: Sequence[str], refused: Sequence[dict[str, Any]],

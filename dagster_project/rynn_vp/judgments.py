@@ -63,12 +63,7 @@ from dagster_project.rynn_vp.judgment_parts import (
     sync_parts,
 )
 from dagster_project.rynn_vp.judgment_records import EvalContext, SourceFile, _reject
-from dagster_project.rynn_vp.judgment_replay import (
-    REPLAY_VERSION,
-    part_reader,
-    read_parts,
-    segments,
-)
+from dagster_project.rynn_vp.judgment_replay import REPLAY_VERSION, part_reader, read_parts
 from dagster_project.tables import rows_to_table
 
 # The tables `write_tables` fills (raw_<name>), with their schemas
@@ -357,57 +352,63 @@ def write_tables(files: Sequence[SourceFile], ctx: EvalContext,
     """Every record of `files` (in the given order; earlier wins) into rows or reject rows,
     written to the tables `stores` (name -> its part store, every name of `JUDGMENT_TABLES`;
     `judgment_table_stores`) a segment at a time (see the module notes). `work`: a folder for
-    the parts when `parts` is not given (the part of every file version, checked against this
-    same context: `judgment_parts.sync_parts`, or `check_parts` still checking: a segment is
-    replayed once its parts are there). `refused`: reject rows found before reading (links
-    that lead out of the folder), the first rows written. `checkpoint`: a folder for the
-    replay's state (`judgment_replay`): the segments before the first one missing are then
-    neither replayed nor written, and the parts it read are not opened again for their rows."""
+    the parts when `parts` is not given (each file version's, checked against `ctx`:
+    `judgment_parts.sync_parts`, or `check_parts` while it checks: a segment is replayed once
+    its parts are there). `refused`: reject rows found before reading (links out of the
+    folder), the first rows written. `checkpoint`: a folder for the replay's state
+    (`judgment_replay`): the segments before the first one missing are then neither replayed
+    nor written, and the parts it read are not opened again for their rows."""
     if parts is None:
         parts, _ = sync_parts(judgment_store(work), files, ctx)
     checking = parts if isinstance(parts, CheckedParts) else CheckedParts(dict(parts), [])
     names = [parts[sf].name for sf in files]
-    # the rows of each part: those the kept replay read are known, those checked now are told
-    # as each bin of them is done, the other parts' footers are read
+    # each part's rows: known to the kept replay, told by its check, or from its footer
     known = judgment_replay.part_rows(checkpoint) if checkpoint else {}
-    rows: list[int | None] = [None if checking.checked_now(sf) else known.get(name)
-                              for sf, name in zip(files, names, strict=True)]
-    unknown = [i for i, n in enumerate(rows) if n is None and not checking.checked_now(files[i])]
+    now = [checking.checked_now(sf) for sf in files]
+    rows: list[int | None] = [None if now[i] else known.get(name) for i, name in enumerate(names)]
+    unknown = [i for i, n in enumerate(rows) if n is None and not now[i]]
     for i, n in zip(unknown, file_rows([parts[files[i]] for i in unknown]), strict=True):
         rows[i] = n
 
-    def rows_of(i: int) -> int:
-        if rows[i] is None:
-            rows[i] = checking.rows(files[i])
-        return rows[i]
-
-    cuts = segments(names, rows_of, refused)
+    cuts = judgment_replay.Cuts(names, refused)
     segs: list[tuple[int, int, str]] = []
     keys: list[dict[str, str]] = []
 
-    def more() -> bool:  # the next segment known, and its keys
-        if (seg := next(cuts, None)) is not None:
-            segs.append(seg)
-            keys.append({name: store.key(f"{len(keys):05d}", seg[2])
-                         for name, store in stores.items()})
-        return seg is not None
+    def close(seg: tuple[int, int, str]) -> None:
+        segs.append(seg)
+        keys.append({name: store.key(f"{len(keys):05d}", seg[2])
+                     for name, store in stores.items()})
 
+    def tell(i: int) -> None:  # the rows of part i (waiting for its check) into the cuts
+        if rows[i] is None:
+            rows[i] = checking.rows(files[i])
+        if (seg := cuts.add(rows[i])) is not None:
+            close(seg)
+
+    # the segments before the first part checked now are cut without waiting: a segment whose
+    # parts are there needs no replay, given the replay's state at its end
+    while cuts.told < len(names) and not now[cuts.told]:
+        tell(cuts.told)
+    if not names:  # one segment, of the refused rows only
+        close((0, 0, cuts.chain))
+    todo = next((n for n, k in enumerate(keys)
+                 if not all(stores[name].has(key) for name, key in k.items())), len(segs))
+    # where the replay may begin: a segment's start, up to the first one to write (else the
+    # open segment's: after the last file when all are told)
+    starts = [first for first, _, _ in segs[:todo]] + [segs[todo][0] if todo < len(segs)
+                                                        else cuts.first]
     for store in stores.values():
         store.ensure_schema()
-    todo = 0  # the first segment with a part missing (all read: len(segs))
-    while (todo < len(segs) or more()) and all(stores[name].has(key)
-                                               for name, key in keys[todo].items()):
-        todo += 1
-    # where the replay may begin: a segment's start, up to the first segment to write (after
-    # the last file when every segment is there: the state is then all that is needed)
-    starts = [first for first, _, _ in segs[:todo]] + [segs[todo][0] if todo < len(segs)
-                                                        else len(names)]
     state = _Ingest(files)
     start = judgment_replay.restore(checkpoint, state, names, refused, starts) \
         if checkpoint else 0
     written, n = 0, 0
     with part_reader() as db:
-        while n < len(segs) or more():
+        while True:
+            while n == len(segs) and cuts.told < len(names):
+                tell(cuts.told)  # the next segment, once its parts are there
+            if n == len(segs):
+                break
             first, end, _ = segs[n]
             n += 1
             if first < start:

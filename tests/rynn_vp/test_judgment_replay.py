@@ -140,26 +140,22 @@ def test_parts_checked_by_several_processes_are_those_of_one(tmp_path, monkeypat
     assert [many[sf].read_bytes() for sf in files] == [one[sf].read_bytes() for sf in files]
 
 
-def _cut(names, rows, refused=()):
-    return list(judgment_replay.segments(names, rows.__getitem__, refused))
-
-
 def test_segments_are_cut_by_the_names_before_them_and_close_at_their_rows(monkeypatch):
     monkeypatch.setattr(judgment_replay, "SEGMENT_FILES", 4)
     monkeypatch.setattr(judgment_replay, "SEGMENT_ROWS", 10)
     names = [f"part-{i}" for i in range(40)]
     rows = [1] * 20 + [7] * 20
-    cuts = _cut(names, rows)
+    cuts = judgment_replay.segments(names, rows, [])
     assert [s[0] for s in cuts] == [0, *(s[1] for s in cuts[:-1])] and cuts[-1][1] == 40
     # at least one cut by a name's digest and one by rows, none past SEGMENT_ROWS + a file
     assert any(sum(rows[a:b]) < 10 and b < 40 for a, b, _ in cuts)
     assert all(sum(rows[a:b - 1]) < 10 for a, b, _ in cuts)
     # a file added at the end leaves the segments before the last as they were
-    more = _cut([*names, "part-new"], [*rows, 3])
+    more = judgment_replay.segments([*names, "part-new"], [*rows, 3], [])
     assert more[:len(cuts) - 1] == cuts[:-1] and more[-1][1] == 41
     # what a segment's rows depend on: its digest covers every name before, and the refused
-    assert _cut(["other", *names[1:]], rows)[-1][2] != cuts[-1][2]
-    assert _cut(names, rows, [{"source_file": "x"}])[0][2] != cuts[0][2]
+    assert judgment_replay.segments(["other", *names[1:]], rows, [])[-1][2] != cuts[-1][2]
+    assert judgment_replay.segments(names, rows, [{"source_file": "x"}])[0][2] != cuts[0][2]
 
 
 def test_a_file_added_at_the_end_writes_the_last_segment_alone(tmp_path, monkeypatch):
@@ -192,3 +188,36 @@ def test_a_file_added_at_the_end_writes_the_last_segment_alone(tmp_path, monkeyp
     assert {p: p.stat().st_ino for s in stores.values()
             for p in s.folder.glob("*.parquet")} == files_now
     assert (checkpoint / judgment_replay.STATE).stat().st_ino == state
+
+
+def test_segments_replayed_while_their_files_are_checked_are_those_replayed_after(
+        tmp_path, monkeypatch):
+    """`check_parts` over processes (bins of files in file order): each segment is replayed
+    once its files are checked, into the same bytes as a replay of parts all checked before.
+    One more file at the end: the kept state is restored before its check is waited for."""
+    from dagster_project.rynn_vp import judgment_parts
+
+    monkeypatch.setattr(judgment_parts, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(judgment_parts, "WORKERS", 2)
+    drop = Drop(tmp_path / "drop")
+    files = _mixed_files(drop)
+    late = drop.jsonl("z-late.jsonl", [judgment(attempt=3, attempt_kind="retry")])
+    full = {n: _run(fs, judgment_store(tmp_path / f"c{n}"), tmp_path / f"full{n}")
+            for n, fs in ((0, files), (1, [*files, late]))}
+    store, stores = judgment_store(tmp_path / "cache"), judgment_table_stores(tmp_path / "w")
+    with judgment_parts.check_parts(store, files, CTX) as checking:
+        assert all(checking.checked_now(sf) for sf in files) and len(checking._bins) > 1
+        first = write_tables(files, CTX, stores, tmp_path, checking, (), tmp_path / "replay")
+        assert len(checking.written()) == len(files)
+    assert table_bytes(stores) == full[0][0] and first.finals == full[0][1].finals
+    order, restore, rows = [], judgment_replay.restore, judgment_parts.CheckedParts.rows
+    monkeypatch.setattr(judgment_replay, "restore",
+                        lambda *a: order.append("restore") or restore(*a))
+    monkeypatch.setattr(judgment_parts.CheckedParts, "rows",
+                        lambda self, sf: order.append(sf.source_file) or rows(self, sf))
+    with judgment_parts.check_parts(store, [*files, late], CTX) as checking:
+        assert [sf for sf in [*files, late] if checking.checked_now(sf)] == [late]
+        again = write_tables([*files, late], CTX, stores, tmp_path, checking, (),
+                             tmp_path / "replay")
+    assert order == ["restore", "z-late.jsonl"] and again.segments == (1, len(files) + 1)
+    assert table_bytes(stores) == full[1][0] and again.finals == full[1][1].finals

@@ -9,6 +9,7 @@ and the clamping of `rvp_intervals`, which it declares as a dependency.
 
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from pathlib import Path
 
 import dagster as dg
@@ -312,9 +313,9 @@ REJECTING_STAGES = ("rvp_checksums", "rvp_media", "rvp_cases", "rvp_candidates",
           deps=[raw_key(t) for t in REJECTING_STAGES])
 def rvp_rejects(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Every input the Rynn-VP ingest refused, with the file and why. Each stage writes its own
-    part as it refuses (`tables/raw/rvp_rejects/<stage>.parquet`, the evidence one part per
-    case): this asset comes after all of them, so the view over the parts is built once they
-    are all written, and says how many there are."""
+    part as it refuses (`tables/raw/rvp_rejects/<stage>.parquet`, the evidence one per case
+    with rejects); this asset comes after them all, so the view is built once all are
+    written, and says how many there are."""
     started(context, benchlake)
     home = benchlake.settings().home
     schema_part = table_path(home, "rvp_rejects", "_schema")
@@ -373,16 +374,15 @@ JUDGMENT_RECORD_TABLES = {"rvp_judgment_files": VERSIONS_SCHEMA, **JUDGMENT_TABL
 )
 def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Reads every version of every file in JUDGMENTS_DIR (and in `$BENCHLAKE_HOME/judge/
-    judgments/`, where `benchlake judge` writes its records) once (`judgment_parts`: a version
-    already read and checked in this context is replayed from its part): judgment records
-    (validated; every attempt kept, stg_rvp_judgments marks the final), their hallucinations,
-    GT compilations (gt_compilations/), the stages each evaluation ran, and every refused
-    record with its file, line, reason and raw text; a part per segment of files, those from
-    the first new file on written. Nothing is read while the inputs are the same."""
+    judgments/`, where `benchlake judge` writes) once (`judgment_parts`: a version checked in
+    this context before is replayed from its part): judgment records (validated; every attempt
+    kept, stg_rvp_judgments marks the final), their hallucinations, GT compilations
+    (gt_compilations/), the stages each evaluation ran, and every refused record with its
+    file, line, reason and raw text; a part per segment of files, from the first new file on.
+    Nothing is read while the inputs are the same."""
     s = benchlake.settings()
     if s.uses_demo_judgments():
         demo_generator().ensure_judgments_demo(s)
-    # JUDGMENTS_DIR, and the records `benchlake judge` writes (read the same way)
     roots = [s.open_drop_folder("JUDGMENTS_DIR"), s.judge_judgments_dir]
     # links leading out of the folder: refused, never read (`roots`)
     escaped = [{"source_file": e.rel, "reason": e.reason}
@@ -404,16 +404,14 @@ def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: Benchlake
         ctx = eval_context(s.home)
         for name in JUDGMENT_TABLES:  # as an earlier version wrote it, whole
             benchlake.table_path(name).unlink(missing_ok=True)
-        try:  # the parts replayed as they are checked, the replay kept for the next run
-            with check_parts(judgment_store(s.cache_dir), files, ctx, copies) as parts:
-                result = write_tables(files, ctx, judgment_table_stores(s.home), s.cache_dir,
-                                      parts, escaped, s.cache_dir / "judgment_replay")
-                written = parts.written()
+        with suppress(Incomplete), check_parts(judgment_store(s.cache_dir), files, ctx,
+                                               copies) as parts:  # replayed as checked
+            result = write_tables(files, ctx, judgment_table_stores(s.home), s.cache_dir, parts,
+                                  escaped, s.cache_dir / "judgment_replay")  # kept
             if not copies or complete(parts):
                 break
-        except Incomplete:
-            pass
         copies = None  # a file rewritten or removed since it was listed: listed again
+    written = parts.written()
     context.log.info(f"{len(written)} file versions read and checked, "
                      f"{len(files) - len(written)} replayed from their parts")
     # the versions last: the sensor's cursor reads them as ingested
