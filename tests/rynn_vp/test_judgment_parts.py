@@ -162,6 +162,32 @@ def test_the_asset_reads_each_version_once(demo_warehouse, tmp_path):
     assert len(after) == len(parts) + 1
 
 
+def test_a_replay_that_meets_a_file_changed_since_the_listing_stops(tmp_path, monkeypatch):
+    """The replay takes the parts as they are checked: at a version whose file was rewritten
+    after the listing (no part, no archive copy) it stops with `Incomplete`, and the step
+    lists the folder again; nothing is replayed from a part that is not there."""
+    from dagster_project.rynn_vp.judgments import judgment_table_stores, write_tables
+
+    drop, home = tmp_path / "drop", tmp_path / "home"
+    drop.mkdir()
+    cache = home / "cache" / "files.sqlite"
+    for n in range(3):
+        (drop / f"{n}.jsonl").write_text(json.dumps(judgment(judge_run_id=f"run-{n}")) + "\n")
+    scan_drop_folder(drop, cache)
+    copies: dict = {}
+    versions = archive_versions(home / "archive", drop, home / "files.parquet", home, cache,
+                                copies)
+    files = SourceFile.current(versions, [drop])
+    (drop / "1.jsonl").write_text(json.dumps(judgment(judge_run_id="run-late")) + "\n")
+    monkeypatch.setattr(judgment_parts, "PARALLEL_BYTES", 0)
+    stores = judgment_table_stores(home)
+    with pytest.raises(judgment_parts.Incomplete, match="1.jsonl"), judgment_parts.check_parts(
+            judgment_store(home / "cache"), files, CTX, copies) as parts:
+        write_tables(files, CTX, stores, home, parts)
+    assert parts[files[0]].exists() and not parts[files[1]].exists()
+    assert not files[1].path.exists() and not complete(parts)
+
+
 def table_bytes(stores) -> dict[str, dict[str, bytes]]:
     """The judgment tables as written: table -> part file -> its bytes."""
     return {name: {p.name: p.read_bytes() for p in sorted(store.folder.glob("*.parquet"))}
