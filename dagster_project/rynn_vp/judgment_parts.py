@@ -79,7 +79,7 @@ def _row_type(schema: pa.Schema) -> pa.StructType:
 
 # The rows a record makes if it is accepted, by part column (a JSON object or list in the
 # part: a few text columns keep a part of one record cheap to write; DuckDB makes them typed
-# columns again when the part is read, `read_parts`).
+# columns again when the part is read, `judgment_replay.read_parts`).
 ROW_COLUMNS = {
     "judgment": _row_type(JUDGMENTS_SCHEMA),
     "hallucinations": pa.list_(_row_type(HALLUCINATIONS_SCHEMA)),

@@ -1,20 +1,21 @@
 """The replay of the judgment parts, kept from one run to the next: one more file is the only
 one replayed.
 
-`judgments.write_tables` replays the parts in file order; earlier wins, so what the records of
-the first k files decide does not depend on the files after them, and neither do the rows they
-make: the tables are written a segment of files at a time (`judgments.segments`), each
-segment's rows into a part of its own. After a replay its state is saved here (`save`): the
-digests and identities seen, with where each was first seen, the accepted judgments and current
-GT compilations in the order they came, and the `seq` each file started at. The next run
-(`restore`) takes the files the two orders share from the start (the same parts: same file
-version, context and checks), rolls the state back to the start of a segment no later than the
-first file that differs (every entry made later is dropped, the groups are rebuilt from the
-accepted judgments before it), and replays only from there: a file added at the end replays the
-last segment (the new file and the few before it in that segment), a file inserted earlier the
-segments from there on, a changed first file everything (the full replay). The result is the same
-rows in the same parts, so the same bytes (tests/rynn_vp/test_judgment_replay). What is read
-whole is this small index (an entry per record, no rows).
+`judgments.write_tables` replays the parts in file order; earlier wins, so what the records of the
+first k files decide does not depend on the files after them, and neither do the rows they make:
+the tables are written a segment of files at a time (`Cuts`: cut as the rows of each part are told,
+so a segment is replayed as soon as its files are checked), each segment's rows into a part of its
+own, its parts read by `read_parts`. After a replay its state is saved here (`save`): the digests
+and identities seen, with where each was first seen, the accepted judgments and current GT
+compilations in the order they came, and the `seq` each file started at. The next run (`restore`)
+takes the files the two orders share from the start (the same parts: same file version, context and
+checks), rolls the state back to the start of a segment no later than the first file that differs
+(every entry made later is dropped, the groups are rebuilt from the accepted judgments before it),
+and replays only from there: a file added at the end replays the last segment (the new file and the
+few before it in that segment), a file inserted earlier the segments from there on, a changed first
+file everything (the full replay). The result is the same rows in the same parts, so the same bytes
+(tests/rynn_vp/test_judgment_replay). What is read whole is this small index (an entry per record,
+no rows).
 
 Deleting the folder costs one full replay. No Dagster import.
 """

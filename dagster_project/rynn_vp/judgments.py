@@ -237,7 +237,7 @@ class _Ingest:
         self.add("rvp_judgment_rejects", row)
 
     def take(self, batch: pa.RecordBatch, files: Sequence[SourceFile]) -> None:
-        """A batch of part rows, in file order (`judgment_parts.read_parts`): what depends on
+        """A batch of part rows, in file order (`judgment_replay.read_parts`): what depends on
         the records before is decided here, one record at a time on its keys; the rows of
         the accepted ones are then taken from the batch as they are."""
         n = batch.num_rows
