@@ -83,7 +83,7 @@ def test_replaying_parts_equals_reading_again(tmp_path):
 
 
 def test_parts_checked_by_processes_are_those_checked_in_turn(tmp_path, monkeypatch):
-    """Over two processes (bins of whole files, the costliest first) every part has the bytes
+    """Over two processes (bins of whole files in path order) every part has the bytes
     one process writes."""
     files = _mixed_files(Drop(tmp_path / "drop"))
     alone, _ = sync_parts(judgment_store(tmp_path / "alone"), files, CTX)
