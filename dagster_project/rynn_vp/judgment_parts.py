@@ -273,15 +273,16 @@ def check_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext,
             copy_deferred(sf.path, sf.sha256, copy)
     costs = [(copy[1].size if copy else sf.path.stat().st_size) + FILE_BYTES
              for sf, _, copy in todo]
-    if sum(costs) < PARALLEL_BYTES:  # starting a process costs more
+    total = sum(costs)
+    if total < PARALLEL_BYTES:  # starting a process costs more
         yield CheckedParts(paths, [(_write_parts((ctx, owner, store, todo)),
                                     [sf for sf, _, _ in todo])] if todo else [])
         return
-    workers = min(WORKERS, os.cpu_count() or 1, len(todo), sum(costs) // max(PARALLEL_BYTES, 1))
+    workers = min(WORKERS, os.cpu_count() or 1, len(todo), total // max(PARALLEL_BYTES, 1))
     n_bins, done = min(workers * BINS_PER_WORKER, len(todo)), 0
     bins: list[list] = [[]]
     for job, cost in zip(todo, costs, strict=True):
-        if bins[-1] and done >= sum(costs) * len(bins) / n_bins:
+        if bins[-1] and done >= total * len(bins) / n_bins:
             bins.append([])
         bins[-1].append(job)
         done += cost

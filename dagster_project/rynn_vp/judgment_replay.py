@@ -74,13 +74,6 @@ class Cuts:
         return None
 
 
-def segments(names: Sequence[str], rows: Sequence[int], refused: Sequence[dict[str, Any]]
-             ) -> list[tuple[int, int, str]]:
-    """`Cuts` of parts `names` whose rows are known: one empty segment if there is none."""
-    cuts = Cuts(names, refused)
-    return [seg for n in rows if (seg := cuts.add(n)) is not None] or [(0, 0, cuts.chain)]
-
-
 def save(folder: Path, names: Sequence[str], refused: Sequence[dict[str, Any]],
          state: Any, rows: Sequence[int]) -> None:
     """Keep the state of a finished replay of the parts `names` (in order, with their `rows`)

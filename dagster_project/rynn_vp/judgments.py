@@ -19,7 +19,7 @@ at a time on its keys, and the rows of the accepted ones are taken from the batc
 only what decides later records stays in memory, a few hundred bytes per record (the digest of
 every record read and the place of its first sight, the identity of every accepted record, per
 (system, case, judge run) its best attempt so far). The files are cut into segments
-(`judgment_replay.segments`: about `SEGMENT_FILES` files, at most about `SEGMENT_ROWS`
+(`judgment_replay.Cuts`: about `SEGMENT_FILES` files, at most about `SEGMENT_ROWS`
 records, the cuts a function of the names before them), and each table is kept in parts under
 `tables/raw/<name>/`, one per segment, named by the segment's number and a digest of every part
 name up to its end: a segment whose parts are there is neither replayed nor written again,

@@ -140,22 +140,28 @@ def test_parts_checked_by_several_processes_are_those_of_one(tmp_path, monkeypat
     assert [many[sf].read_bytes() for sf in files] == [one[sf].read_bytes() for sf in files]
 
 
+def _segments(names, rows, refused):
+    """The segments `judgment_replay.Cuts` closes as the rows of each part are told."""
+    cuts = judgment_replay.Cuts(names, refused)
+    return [seg for n in rows if (seg := cuts.add(n)) is not None]
+
+
 def test_segments_are_cut_by_the_names_before_them_and_close_at_their_rows(monkeypatch):
     monkeypatch.setattr(judgment_replay, "SEGMENT_FILES", 4)
     monkeypatch.setattr(judgment_replay, "SEGMENT_ROWS", 10)
     names = [f"part-{i}" for i in range(40)]
     rows = [1] * 20 + [7] * 20
-    cuts = judgment_replay.segments(names, rows, [])
+    cuts = _segments(names, rows, [])
     assert [s[0] for s in cuts] == [0, *(s[1] for s in cuts[:-1])] and cuts[-1][1] == 40
     # at least one cut by a name's digest and one by rows, none past SEGMENT_ROWS + a file
     assert any(sum(rows[a:b]) < 10 and b < 40 for a, b, _ in cuts)
     assert all(sum(rows[a:b - 1]) < 10 for a, b, _ in cuts)
     # a file added at the end leaves the segments before the last as they were
-    more = judgment_replay.segments([*names, "part-new"], [*rows, 3], [])
+    more = _segments([*names, "part-new"], [*rows, 3], [])
     assert more[:len(cuts) - 1] == cuts[:-1] and more[-1][1] == 41
     # what a segment's rows depend on: its digest covers every name before, and the refused
-    assert judgment_replay.segments(["other", *names[1:]], rows, [])[-1][2] != cuts[-1][2]
-    assert judgment_replay.segments(names, rows, [{"source_file": "x"}])[0][2] != cuts[0][2]
+    assert _segments(["other", *names[1:]], rows, [])[-1][2] != cuts[-1][2]
+    assert _segments(names, rows, [{"source_file": "x"}])[0][2] != cuts[0][2]
 
 
 def test_a_file_added_at_the_end_writes_the_last_segment_alone(tmp_path, monkeypatch):
