@@ -14,7 +14,8 @@ downstream is rebuilt or tested again. A table whose inputs changed has its quer
 computed first (`plan`, in DuckDB, without writing): equal to the digest it holds, the table is
 recorded as built from the new inputs and not rebuilt. An incremental table is read through (its
 readers hold the raw tables under it): it changes whenever they do, and its rows are never read
-whole for a digest.
+whole for a digest; a table that reads one being rebuilt is rebuilt after it, never digested
+before (its query would read the rows the incremental table held).
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ import duckdb
 from dagster_project.warehouse import catalog
 
 CONTENT = "content:"  # the outcomes key of a table's digest, with the state it was taken in
-# The raw table (as a dbt source id) whose new parts an incremental model reads by itself
-# (`macros/vv_question_parts.sql`): raw vv_question_scores, the only one kept so.
-INCREMENTAL_SOURCE = "source.benchlake.video_val_raw.vv_question_scores"
+# The raw tables (as dbt source ids) whose new parts an incremental model reads by itself
+# (`macros/raw_parts.sql`): each names a part by the key of what its rows were made from.
+PART_SOURCES = frozenset({"source.benchlake.video_val_raw.vv_question_scores",
+                          "source.benchlake.rynn_vp_raw.rvp_judgments"})
 
 
 def _nodes() -> dict[str, Any]:
@@ -51,8 +53,18 @@ def is_table(uid: str) -> bool:
 
 
 def incremental_over(uid: str) -> str | None:
-    """The raw table whose new parts an incremental model reads by itself, else None."""
-    return INCREMENTAL_SOURCE if materialized(uid) == "incremental" else None
+    """The raw table whose new parts an incremental model reads by itself (the one of
+    `PART_SOURCES` under it), else None."""
+    if materialized(uid) != "incremental":
+        return None
+    nodes, todo, under = _nodes(), [uid], set()
+    while todo:
+        for dep in nodes.get(todo.pop(), {}).get("depends_on", {}).get("nodes", []):
+            if dep not in under:
+                under.add(dep)
+                todo.append(dep)
+    (source,) = under & PART_SOURCES  # one: a model is kept over one raw table's parts
+    return source
 
 
 def relation(uid: str) -> str:
@@ -117,6 +129,16 @@ class Fingerprints:
     def reads(self, uid: str) -> frozenset[str]:
         """The raw tables (dbt source ids) and the digested tables `uid` reads, directly or
         through views, seeds and incremental tables."""
+        return frozenset(t for t in self._under(uid) if t in self.versions or _digested(t))
+
+    def reads_through(self, uid: str) -> frozenset[str]:
+        """The incremental tables `uid` reads, directly or through views and seeds (`reads`
+        reads through them, to the raw tables they are made of)."""
+        return frozenset(t for t in self._under(uid)
+                         if t in self.nodes and is_table(t) and not _digested(t))
+
+    def _under(self, uid: str) -> frozenset[str]:
+        """What `uid` reads down to the raw and the digested tables, these included."""
         if uid not in self._reads:
             self._reads[uid] = frozenset()  # a cycle cannot occur in dbt; this guards recursion
             found: set[str] = set()
@@ -125,7 +147,7 @@ class Fingerprints:
                         "resource_type"] == "model" and _digested(dep)):
                     found.add(dep)
                 elif dep in self.nodes:
-                    found |= self.reads(dep)
+                    found |= {dep} | self._under(dep)
             self._reads[uid] = frozenset(found)
         return self._reads[uid]
 
@@ -196,14 +218,16 @@ def plan(ws: catalog.Workspace, fp: Fingerprints, wanted: Iterable[str],
     out = Plan(rebuild=set())
     changing: set[str] = set()  # tables to rebuild: their relations still hold the old rows
     try:
-        for uid in (u for u in catalog.order() if u in wanted and _digested(u)):
+        for uid in (u for u in catalog.order() if u in wanted and is_table(u)):
             state = fp.state(uid)
             if state is not None and built.get(uid) == state:
                 continue
             changing.add(uid)
+            if not _digested(uid):
+                continue  # an incremental table: rebuilt, never digested
             compiled = compiled_before(ws, uid)
             if (compiled is None or (built.get(uid) or "").partition(":")[0] != fp.current[uid]
-                    or fp.reads(uid) & changing):
+                    or (fp.reads(uid) | fp.reads_through(uid)) & changing):
                 fp.contents[uid] = None  # its rows are known once it is built
                 continue
             if con is None:

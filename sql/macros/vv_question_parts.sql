@@ -1,51 +1,6 @@
-{#- Tables kept up to date one checkpoint at a time. raw vv_question_scores holds one part (file)
-    per checkpoint (run_id, step), named by the key of what its rows were computed from
-    (dagster_project/video_val/question_scores.py): a checkpoint whose rows change gets a part of
-    a new name, and the old one is removed. A model materialized `incremental` over it keeps each
-    row's `part` (stg_vv_question_scores.part) and, on each build,
-      pre_hook vv_drop_gone_parts()  deletes the rows of the parts no longer there (a checkpoint
-                                     rewritten by a late file, or gone);
-      vv_new_parts()                 filters the question rows to the parts it does not hold yet
-                                     (a list of names: DuckDB then opens only those files);
-    so adding or changing a checkpoint costs O(that checkpoint), whatever the campaign. Anything
-    else it reads changing (its SQL, a seed, the questions) rebuilds it from scratch: the build
-    drops it first (defs/warehouse/assets.py). -#}
-
-{% macro vv_question_parts() -%}
-(SELECT parse_filename(file) AS part
- FROM glob('{{ env_var("BENCHLAKE_HOME") | replace("'", "''") }}/tables/raw/vv_question_scores/*.parquet')
- WHERE parse_filename(file) <> '_schema.parquet')
-{%- endmacro %}
-
-{% macro vv_drop_gone_parts(part='part') -%}
-{%- if is_incremental() -%}
-DELETE FROM {{ this }} WHERE {{ part }} NOT IN (SELECT part FROM {{ vv_question_parts() }})
-{%- endif -%}
-{%- endmacro %}
-
-{#- `column IN (<the parts this table does not hold yet>)` on an incremental build, else TRUE. -#}
-{% macro vv_new_parts(column='part') -%}
-{%- if is_incremental() and execute -%}
-{{ vv_in_query(column, "SELECT part FROM " ~ vv_question_parts() ~ " EXCEPT SELECT part FROM "
-                       ~ this ~ " ORDER BY part") }}
-{%- else -%}
-TRUE
-{%- endif -%}
-{%- endmacro %}
-
-{#- `column IN (<the values the query returns>)`, FALSE when it returns none. -#}
-{% macro vv_in_query(column, query) -%}
-{{ vv_in_list(column, run_query(query).columns[0].values()) }}
-{%- endmacro %}
-
-{#- `column IN (<the values, quoted>)`, FALSE for no value. -#}
-{% macro vv_in_list(column, values) -%}
-  {%- if values -%}
-{{ column }} IN ({% for v in values %}'{{ v | replace("'", "''") }}'{{ ', ' if not loop.last }}{% endfor %})
-  {%- else -%}
-FALSE
-  {%- endif -%}
-{%- endmacro %}
+{#- The val tables kept one checkpoint at a time over the parts of raw vv_question_scores (one
+    per checkpoint; macros/raw_parts.sql), and the ones kept one run's tail or one run at a
+    time below. -#}
 
 {#- int_vv_pair_comparisons' pre_hook: delete every pair no longer wanted on the current parts of
     both its sides (int_vv_wanted_pairs). -#}
@@ -102,7 +57,7 @@ DELETE FROM {{ this }} AS held WHERE NOT EXISTS (
 {#- `column IN (<the parts of the changed tails>)`, FALSE when there are none, TRUE when
     `tails` is none (a build from scratch). -#}
 {% macro vv_tail_parts(tails, column='part') -%}
-{{ 'TRUE' if tails is none else vv_in_list(column, tails.parts) }}
+{{ 'TRUE' if tails is none else in_list(column, tails.parts) }}
 {%- endmacro %}
 
 {#- The changed tails as a relation t(run_id, from_step) (one row at least). -#}
@@ -159,7 +114,7 @@ DELETE FROM {{ this }} WHERE run_id IN {{ vv_changed_runs() }}
 {#- `column IN (<the changed runs>)` on an incremental build (FALSE: none), else TRUE. -#}
 {% macro vv_changed_runs_in(column='run_id') -%}
 {%- if is_incremental() and execute -%}
-{{ vv_in_query(column, "SELECT run_id FROM " ~ vv_changed_runs() ~ " ORDER BY run_id") }}
+{{ in_query(column, "SELECT run_id FROM " ~ vv_changed_runs() ~ " ORDER BY run_id") }}
 {%- else -%}
 TRUE
 {%- endif -%}

@@ -611,14 +611,16 @@ def test_canonical_json_is_json_dumps(value: Any) -> None:
 
 def _staging_view(con, model: str, sources: dict[str, str]) -> None:
     """Staging model `model` as a DuckDB view, its dbt `source()` and `ref()` calls replaced by
-    the relations `sources` names (the SQL as dbt compiles it, without a dbt run)."""
-    import re
+    the relations `sources` names (the SQL as dbt compiles it for a build from scratch, without
+    a dbt run)."""
+    import jinja2
 
     from dagster_project.settings import SQL_DIR
 
-    sql = (SQL_DIR / "models" / "rynn_vp" / "staging" / f"{model}.sql").read_text()
-    sql = re.sub(r"\{\{\s*(?:source\('rynn_vp_raw',\s*|ref\()'(\w+)'\)\s*\}\}",
-                 lambda m: sources[m.group(1)], sql)
+    sql = jinja2.Template((SQL_DIR / "models" / "rynn_vp" / "staging" / f"{model}.sql"
+                           ).read_text()).render(
+        source=lambda _, name: sources[name], ref=lambda name: sources[name],
+        is_incremental=lambda: False, new_parts=lambda *_: "TRUE")
     con.execute(f"CREATE VIEW {model} AS {sql}")
 
 

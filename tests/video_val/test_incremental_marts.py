@@ -1,4 +1,4 @@
-"""The val marts kept one checkpoint at a time (`sql/macros/vv_question_parts.sql`): after new
+"""The val marts kept one checkpoint at a time (`sql/macros/raw_parts.sql`): after new
 checkpoints and a late file that changes an old checkpoint (and with it a run's best), the
 incremental tables hold what a build from scratch computes, row for row (doubles to the last
 bits: `_same`), and the incremental build read only the parts that changed."""

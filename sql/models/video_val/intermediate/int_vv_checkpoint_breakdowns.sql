@@ -1,5 +1,5 @@
 -- Intermediate: what vv_breakdowns shows, kept one checkpoint at a time (an incremental table:
--- macros/vv_question_parts.sql; every row of a checkpoint is computed from its questions alone).
+-- macros/raw_parts.sql; every row of a checkpoint is computed from its questions alone).
 -- Accuracy, format rate and composite per scoring policy, run and checkpoint broken down by a
 -- question attribute: task, category, question_type (Video-MME's duration class), subject. Only
 -- questions carrying that attribute count; n_rows / n_responded are shown per value.
@@ -14,7 +14,7 @@ WITH attrs AS (
 -- the questions of each value, responded or not: n_rows of every checkpoint
 values_n AS (SELECT data_source, dimension, value, count(*) AS n_rows FROM attrs GROUP BY ALL),
 scores AS MATERIALIZED (
-    SELECT * FROM {{ ref('int_vv_row_scores') }} WHERE {{ vv_new_parts() }}
+    SELECT * FROM {{ ref('int_vv_row_scores') }} WHERE {{ new_parts('vv_question_scores') }}
 ),
 checkpoints AS (SELECT DISTINCT policy, run_id, step, part FROM scores),
 -- the responded questions only (each probes the small attribute table): an unresponded one adds

@@ -1,5 +1,5 @@
 -- Intermediate: what vv_scores shows, kept one checkpoint at a time (an incremental table:
--- macros/vv_question_parts.sql; every row of a checkpoint is computed from its questions alone).
+-- macros/raw_parts.sql; every row of a checkpoint is computed from its questions alone).
 -- Per scoring policy, run, checkpoint (step) and data_source: accuracy, format rate and
 -- composite over the responded questions, with n_responded and n_rows (the source's questions)
 -- always shown.
@@ -13,7 +13,7 @@ WITH questions AS MATERIALIZED (
     SELECT policy, run_id, step, part, data_source, hash(video) AS video_key, accuracy,
            format_rate, composite
     FROM {{ ref('int_vv_row_scores') }}
-    WHERE {{ vv_new_parts() }}
+    WHERE {{ new_parts('vv_question_scores') }}
 ),
 rows AS (
     SELECT *, data_source AS scope FROM questions

@@ -1,10 +1,10 @@
 -- Intermediate: what vv_scores_at_k shows, kept one checkpoint at a time (an incremental table:
--- macros/vv_question_parts.sql). Per run, checkpoint and data_source (and 'all'): k (samples
+-- macros/raw_parts.sql). Per run, checkpoint and data_source (and 'all'): k (samples
 -- per question, max), mean@k, pass@k and majority-vote accuracy over the responded questions;
 -- the stability over samples: the mean agreement with the majority letter, and lmms-eval
 -- 0.7.3's expected_accuracy, consistency_rate and internal_variance (macros/statistics.sql).
 WITH metrics AS MATERIALIZED (
-    SELECT * FROM {{ ref('vv_sample_metrics') }} WHERE {{ vv_new_parts() }}
+    SELECT * FROM {{ ref('vv_sample_metrics') }} WHERE {{ new_parts('vv_question_scores') }}
 )
 {%- set figures -%}
 max(k) AS k, count(*) AS n_responded, avg(mean_at_k) AS mean_at_k,

@@ -5,7 +5,7 @@
 -- accuracy_weight·correct + format_weight·format_ok over the samples, is the same weighted sum
 -- of the two means. Each format rule's column (vv_format_rules) is averaged under its own name.
 -- `part`: the file of raw_vv_question_scores the checkpoint's rows come from (a filter on it
--- opens only those files: macros/vv_question_parts.sql).
+-- opens only those files: macros/raw_parts.sql).
 WITH questions AS (
     SELECT run_id, step, part, uid, data_source, k, n_correct / k AS accuracy
            {%- for column in vv_format_columns() %},
