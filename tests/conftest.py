@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -130,6 +131,16 @@ def table_identities(home: Path, names: tuple[str, ...]) -> dict[str, list[tuple
 
     return {name: [(f.name, os.stat(f).st_ino, os.stat(f).st_mtime_ns)
                    for f in table_files(home, name)] for name in names}
+
+
+def compiled_in_list(home: Path, model: str, column: str) -> list[str] | None:
+    """The values the last dbt build of `model` (its path under `models/`, without `.sql`)
+    named in `<column> IN (...)` of its compiled SQL, sorted; None when it named none (a build
+    from scratch reads everything). `column` is a regular expression."""
+    path = home / "dbt" / "target" / "compiled" / "benchlake" / "models" / f"{model}.sql"
+    found = re.findall(rf"{column} IN \(([^)]*)\)", path.read_text())
+    return sorted({v.strip().strip("'") for text in found for v in text.split(",")
+                   if v.strip() != "NULL"}) if found else None
 
 
 def copy_home(settings: Settings, dest: Path, **overrides: str) -> Settings:

@@ -5,7 +5,6 @@ row, and the build read only the parts it did not hold yet."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 
 import duckdb
@@ -15,7 +14,7 @@ from dagster_project.runner import materialize
 from dagster_project.rynn_vp import judgment_replay
 from dagster_project.warehouse import catalog, project
 from dagster_project.warehouse.catalog import connect
-from tests.conftest import copy_home
+from tests.conftest import compiled_in_list, copy_home
 
 VIEWS = "group:rynn_vp"
 # tables over stg_rvp_judgments (and one view)
@@ -56,12 +55,9 @@ def _check(home) -> list[tuple]:
 
 
 def _parts_read(home) -> list[str] | None:
-    """The parts the last build of stg_rvp_judgments named in its compiled SQL (None: all)."""
-    path = (home / "dbt" / "target" / "compiled" / "benchlake" / "models" / "rynn_vp"
-            / "staging" / "stg_rvp_judgments.sql")
-    found = re.findall(r"parse_filename\(filename\) IN \(([^)]*)\)", path.read_text())
-    return sorted({p.strip().strip("'") for text in found for p in text.split(",")}
-                  ) if found else None
+    """The parts the last build of stg_rvp_judgments read (None: all)."""
+    return compiled_in_list(home, "rynn_vp/staging/stg_rvp_judgments",
+                            r"parse_filename\(filename\)")
 
 
 def _records(path) -> list[dict]:

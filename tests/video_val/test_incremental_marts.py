@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import shutil
 
 import duckdb
@@ -16,7 +15,7 @@ from dagster_project.parts import PartStore
 from dagster_project.runner import materialize
 from dagster_project.warehouse import catalog, project
 from dagster_project.warehouse.catalog import connect
-from tests.conftest import copy_home
+from tests.conftest import compiled_in_list, copy_home
 
 VIEWS = "key:raw_vv_responses+"
 MARTS = ("vv_scores", "vv_breakdowns", "vv_scores_at_k", "vv_run_pairs", "vv_best_checkpoints",
@@ -55,13 +54,7 @@ def _same(rows: list[tuple], others: list[tuple]) -> bool:
 
 def _parts_read(home, model: str) -> list[str] | None:
     """The parts the last build of `model` named in its compiled SQL (None: it read all)."""
-    path = (home / "dbt" / "target" / "compiled" / "benchlake" / "models" / "video_val"
-            / "intermediate" / f"{model}.sql")
-    found = re.findall(r"\.part IN \(([^)]*)\)|\bpart IN \(([^)]*)\)", path.read_text())
-    if not found:
-        return None
-    return sorted({p.strip().strip("'") for pair in found for text in pair if text
-                   for p in text.split(",") if p.strip() != "NULL"})
+    return compiled_in_list(home, f"video_val/intermediate/{model}", r"\bpart")
 
 
 def _steps_by_run(home) -> dict[str, list[int]]:
@@ -79,11 +72,7 @@ def _steps_by_run(home) -> dict[str, list[int]]:
 
 def _runs_read(home) -> list[str] | None:
     """The runs the last build of int_vv_question_runs named in its compiled SQL."""
-    path = (home / "dbt" / "target" / "compiled" / "benchlake" / "models" / "video_val"
-            / "intermediate" / "int_vv_question_runs.sql")
-    found = re.findall(r"run_id IN \(([^)]*)\)", path.read_text())
-    return sorted({r.strip().strip("'") for text in found for r in text.split(",")}
-                  ) if found else None
+    return compiled_in_list(home, "video_val/intermediate/int_vv_question_runs", "run_id")
 
 
 def test_incremental_marts_equal_a_build_from_scratch(demo_warehouse, tmp_path):
