@@ -122,7 +122,8 @@ def build(args: Sequence[str], *, home: Path | str, database: Path, target: Path
     target = Path(target)
     results = target / "run_results.json"
     results.unlink(missing_ok=True)  # never the results of an earlier command
-    with _ONE_AT_A_TIME, environment(dbt_env(home, database)), _json_schemas(target):
+    with (_ONE_AT_A_TIME, environment(dbt_env(home, database)), _json_schemas(target),
+          _indexed_names()):
         try:
             outcome = dbtRunner(manifest=_parsed(target, home, database), callbacks=[collect]
                                 ).invoke([*args, *_flags(target)])
@@ -192,6 +193,77 @@ def _json_schemas(target: Path) -> Iterator[None]:
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             tmp.write_text(json.dumps(known, sort_keys=True), encoding="utf-8")
             os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def _indexed_names() -> Iterator[None]:
+    """dbt's `fqn:` selection method (what a bare name or dotted path selects) answered from an
+    index of the names, for the block. dbt's own method compares every node of the project with
+    each name given, twice: a build naming 85 nodes made 240,000 comparisons, ~0.55 s on 2
+    cores, and one naming 30 ~0.2 s. The index only narrows the nodes that dbt's comparison
+    then decides, so the nodes selected are dbt's own (`tests/warehouse/test_project.py`)."""
+    from dbt.graph.selector_methods import MethodManager, MethodName
+
+    methods = MethodManager.SELECTOR_METHODS
+    original = methods[MethodName.FQN]
+    methods[MethodName.FQN] = _indexed_fqn_method(original)
+    try:
+        yield
+    finally:
+        methods[MethodName.FQN] = original
+
+
+_WILDCARDS = frozenset("*?[]")
+
+
+def _indexed_fqn_method(base: type) -> type:
+    """A subclass of dbt's `QualifiedNameSelectorMethod` (`base`) whose search looks a name up
+    in an index of every node's leaf name and dotted fqn prefixes (with and without the
+    package), built once per manifest. Without a wildcard, dbt matches a name exactly there;
+    versioned nodes (other rules) and wildcard names are always left to dbt's comparison."""
+    indexes: dict[int, tuple[Any, dict[str, list[int]], list[int], list[tuple[Any, Any]]]] = {}
+
+    class Indexed(base):  # type: ignore[misc, valid-type]
+        def _index(self) -> tuple[dict[str, list[int]], list[int], list[tuple[Any, Any]]]:
+            known = indexes.get(id(self.manifest))
+            if known is not None and known[0] is self.manifest:
+                return known[1], known[2], known[3]
+            nodes = list(self.non_source_nodes(_Everything()))
+            names: dict[str, list[int]] = {}
+            versioned = []
+            for i, (_, node) in enumerate(nodes):
+                if node.is_versioned:
+                    versioned.append(i)
+                    continue
+                keys = {node.fqn[-1]}
+                for fqn in (node.fqn, node.fqn[1:]):
+                    flat = [part for segment in fqn for part in segment.split(".")]
+                    keys.update(".".join(flat[:k]) for k in range(1, len(flat) + 1))
+                for key in keys:
+                    names.setdefault(key, []).append(i)
+            indexes.clear()  # one manifest at a time: a build loads its own
+            indexes[id(self.manifest)] = (self.manifest, names, versioned, nodes)
+            return names, versioned, nodes
+
+        def search(self, included_nodes: Any, selector: str) -> Iterator[Any]:
+            if not selector or _WILDCARDS & set(selector):
+                yield from super().search(included_nodes, selector)
+                return
+            names, versioned, nodes = self._index()
+            for i in sorted({*names.get(selector, ()), *versioned}):
+                unique_id, node = nodes[i]
+                if unique_id in included_nodes and self.node_is_match(
+                        selector, node.fqn, node.is_versioned):
+                    yield unique_id
+
+    return Indexed
+
+
+class _Everything:
+    """A set that holds every node (to list them all with dbt's own iterators)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
 
 
 _PARSED = "parsed-{key}.pickle"

@@ -110,3 +110,40 @@ def test_the_row_tests_fail_on_the_rows_at_fault_and_name_their_columns(tmp_path
         con.close()
     assert named == [("axis, weight", "PI-1"), ("plan_rule", "VQ")]
     assert ranged == [("weight", -0.5), ("weight", 1.5)]
+
+
+def test_the_names_index_selects_the_nodes_dbt_selects(tmp_path: Path) -> None:
+    """`_indexed_names`: every way a build or a user names nodes (a leaf name, a dotted fqn with
+    or without the package, a folder, a wildcard, a name nothing has), over every node and over
+    a part of them, gives what dbt's own `fqn:` method gives."""
+    from dbt.graph.selector_methods import MethodManager, MethodName
+
+    home = tmp_path / "home"
+    with catalog.workspace(home) as ws:
+        manifest = project._parsed(ws.target, home, ws.database)
+    dbt_own = MethodManager.SELECTOR_METHODS[MethodName.FQN]
+    indexed = project._indexed_fqn_method(dbt_own)
+    nodes = {**manifest.nodes, **manifest.unit_tests}
+    names: set[str] = {"benchlake", "rynn_vp", "no_such_node", "benchlake.no_such_folder",
+                       "rvp_*", "benchlake.rynn_vp.*", "*", "rynn_vp.marts", "marts"}
+    for node in nodes.values():
+        names |= {node.fqn[-1], ".".join(node.fqn), ".".join(node.fqn[1:]),
+                  ".".join(node.fqn[:-1]), ".".join(node.fqn[1:-1])}
+    everything = set(manifest.nodes) | set(manifest.sources) | set(manifest.unit_tests)
+    some = {uid for i, uid in enumerate(sorted(everything)) if i % 3}
+    compared = 0
+    for included in (everything, some):
+        theirs, ours = dbt_own(manifest, None, []), indexed(manifest, None, [])
+        for name in sorted(names):
+            expected = set(theirs.search(included, name))
+            assert set(ours.search(included, name)) == expected, name
+            compared += bool(expected)
+    assert compared > len(nodes)  # most names select something
+    # and a build names its nodes through it (by dotted fqn, as `_build` of the assets does)
+    seed = "seed.benchlake.vv_scoring_policies"
+    with catalog.workspace(home) as ws:
+        done = project.build(["build", "--select", ".".join(manifest.nodes[seed].fqn),
+                              "--indirect-selection", "empty"],
+                             home=home, database=ws.database, target=ws.target)
+    assert [r["unique_id"] for r in done.results] == [seed]
+    assert MethodManager.SELECTOR_METHODS[MethodName.FQN] is dbt_own  # restored after the build
