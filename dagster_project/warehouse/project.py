@@ -123,7 +123,7 @@ def build(args: Sequence[str], *, home: Path | str, database: Path, target: Path
     results = target / "run_results.json"
     results.unlink(missing_ok=True)  # never the results of an earlier command
     with (_ONE_AT_A_TIME, environment(dbt_env(home, database)), _json_schemas(target),
-          _indexed_names()):
+          _shortcuts()):
         try:
             outcome = dbtRunner(manifest=_parsed(target, home, database), callbacks=[collect]
                                 ).invoke([*args, *_flags(target)])
@@ -196,21 +196,59 @@ def _json_schemas(target: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _indexed_names() -> Iterator[None]:
-    """dbt's `fqn:` selection method (what a bare name or dotted path selects) answered from an
-    index of the names, for the block. dbt's own method compares every node of the project with
-    each name given, twice: a build naming 85 nodes made 240,000 comparisons, ~0.55 s on 2
-    cores, and one naming 30 ~0.2 s. The index only narrows the nodes that dbt's comparison
-    then decides, so the nodes selected are dbt's own (`tests/warehouse/test_project.py`)."""
+def _shortcuts() -> Iterator[None]:
+    """Three costs of every dbt command that give nothing to an in-process build, replaced for
+    the block by code that gives dbt's own result (`tests/warehouse/test_project.py` compares
+    each with dbt's), ~0.7 s of a build of 85 nodes on 2 cores:
+    - the `fqn:` selection method (what a bare name or dotted path selects) answers from an
+      index of the names (`_indexed_fqn_method`): dbt compares every node of the project with
+      each name given, twice (a build naming 85 nodes: 240,000 comparisons, ~0.5 s);
+    - the module that declared a behavior flag (named in dbt's warning if the flag is off) is
+      found by walking the frames, where dbt's `inspect.stack()` reads the source lines of every
+      frame of the stack, for each flag (~0.15 s);
+    - the graph summary dbt writes for diagnostics (`graph_summary.json`) reads each node's
+      type, where dbt serializes every node, twice, to read it (~0.1 s)."""
+    from dbt.compilation import Linker
     from dbt.graph.selector_methods import MethodManager, MethodName
+    from dbt_common.behavior_flags import BehaviorFlagRendered
 
     methods = MethodManager.SELECTOR_METHODS
-    original = methods[MethodName.FQN]
-    methods[MethodName.FQN] = _indexed_fqn_method(original)
+    saved = (methods[MethodName.FQN], BehaviorFlagRendered.__dict__["_default_source"],
+             Linker.get_graph_summary)
+    methods[MethodName.FQN] = _indexed_fqn_method(saved[0])
+    BehaviorFlagRendered._default_source = staticmethod(_flag_source)
+    Linker.get_graph_summary = _graph_summary
     try:
         yield
     finally:
-        methods[MethodName.FQN] = original
+        (methods[MethodName.FQN], BehaviorFlagRendered._default_source,
+         Linker.get_graph_summary) = saved
+
+
+def _flag_source() -> str:
+    """`BehaviorFlagRendered._default_source`: the first module up the stack but dbt's
+    `behavior_flags` (the caller that declared the flag)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_globals.get("__name__")
+        if name and name != "dbt_common.behavior_flags":
+            return name
+        frame = frame.f_back
+    return "Unknown"
+
+
+def _graph_summary(self: Any, manifest: Any) -> dict[int, dict[str, Any]]:
+    """`Linker.get_graph_summary`: per node of the graph (numbered in its order) its name, its
+    type and the numbers of its successors."""
+    index = {name: i for i, name in enumerate(self.graph)}
+    summary: dict[int, dict[str, Any]] = {}
+    for name, i in index.items():
+        kind = manifest.expect(name).resource_type
+        summary[i] = {"name": name, "type": getattr(kind, "value", kind)}
+        successors = [index[n] for n in self.graph.successors(name)]
+        if successors:
+            summary[i]["succ"] = successors
+    return summary
 
 
 _WILDCARDS = frozenset("*?[]")

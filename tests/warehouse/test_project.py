@@ -113,7 +113,7 @@ def test_the_row_tests_fail_on_the_rows_at_fault_and_name_their_columns(tmp_path
 
 
 def test_the_names_index_selects_the_nodes_dbt_selects(tmp_path: Path) -> None:
-    """`_indexed_names`: every way a build or a user names nodes (a leaf name, a dotted fqn with
+    """`_shortcuts`' selection: every way a build or a user names nodes (a leaf name, a dotted fqn with
     or without the package, a folder, a wildcard, a name nothing has), over every node and over
     a part of them, gives what dbt's own `fqn:` method gives."""
     from dbt.graph.selector_methods import MethodManager, MethodName
@@ -147,3 +147,33 @@ def test_the_names_index_selects_the_nodes_dbt_selects(tmp_path: Path) -> None:
                              home=home, database=ws.database, target=ws.target)
     assert [r["unique_id"] for r in done.results] == [seed]
     assert MethodManager.SELECTOR_METHODS[MethodName.FQN] is dbt_own  # restored after the build
+
+
+def test_the_shortcuts_give_what_dbt_gives(tmp_path: Path) -> None:
+    """`_shortcuts`' other two: the graph summary of the project's graph (with and without the
+    test edges of a build) and the module named as a behavior flag's source are dbt's own; the
+    block restores dbt's code."""
+    from dbt.compilation import Linker
+    from dbt_common.behavior_flags import BehaviorFlagRendered
+
+    home = tmp_path / "home"
+    with catalog.workspace(home) as ws:
+        manifest = project._parsed(ws.target, home, ws.database)
+    linker = Linker()
+    linker.link_graph(manifest)
+    assert project._graph_summary(linker, manifest) == linker.get_graph_summary(manifest)
+    manifest.build_parent_and_child_maps()
+    linker.add_test_edges(manifest)
+    summary = linker.get_graph_summary(manifest)
+    assert project._graph_summary(linker, manifest) == summary
+    assert {n["type"] for n in summary.values()} >= {"model", "seed", "test", "source"}
+
+    flag = {"name": "some_flag", "default": False, "description": "a flag"}
+    theirs = BehaviorFlagRendered(flag, {})._behavior_change_event.flag_source
+    original = BehaviorFlagRendered.__dict__["_default_source"]
+    with project._shortcuts():
+        assert BehaviorFlagRendered.__dict__["_default_source"] is not original
+        ours = BehaviorFlagRendered(flag, {})._behavior_change_event.flag_source
+    assert ours == theirs == __name__
+    assert BehaviorFlagRendered.__dict__["_default_source"] is original
+    assert Linker.get_graph_summary is not project._graph_summary
