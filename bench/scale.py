@@ -24,6 +24,8 @@ judgments `--judgments` judgment records (the demo's, repeated over 10 judge run
           --select group:rynn_vp` with them (the videos already done), then with one more file
           of 10,000 (with GT compilations; both sort among the earlier files), then with one
           that sorts after every other; each also with the judgment step's own time and rate.
+          Reference: DuckDB parsing every record of the same files (`read_json_objects`, 2
+          threads): all of them, then the files added.
 rynn_vp   `--cases` cases cloned from the demo's, with their candidates (`--full-size`: GT videos
           of 20-122 s at 640×360, remuxed from a few short encoded clips without re-encoding):
           `materialize --select group:rynn_vp` first, again with nothing changed, again with one
@@ -207,6 +209,27 @@ def duckdb_reference(files: list[Path]) -> tuple[float, int]:
     return run.wall, int(run.stdout.strip().strip("()").split(",")[0])
 
 
+READ_JSON = """
+import duckdb, sys
+con = duckdb.connect()
+con.execute("SET threads = 2; SET enable_progress_bar = false")
+n = 0
+for fmt, ext in (("newline_delimited", ".jsonl"), ("auto", ".json")):
+    files = [f for f in sys.argv[1:] if f.endswith(ext)]
+    if files:
+        n += con.execute("SELECT count(*) FROM read_json_objects(?, format = ?)",
+                         [files, fmt]).fetchone()[0]
+print(n)
+"""
+
+
+def json_reference(files: list[Path]) -> tuple[float, int]:
+    """(seconds, records): DuckDB parsing every record of the judgment files `files` (JSON
+    Lines, or JSON: one object or an array) in a fresh process."""
+    run = python(READ_JSON, *map(str, files))
+    return run.wall, int(run.stdout.strip())
+
+
 def _questions(work: Path, base_env: dict[str, str]) -> list[tuple[str, str, str]]:
     """The val questions (uid, option letters, ground truth), as the pipeline reads them."""
     cached = work / "questions.json"
@@ -344,6 +367,10 @@ def _write_judgments(demo_judgments: Path, dest: Path, target: int, tag: str = "
     return len(out)
 
 
+def _json_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.suffix in (".json", ".jsonl"))
+
+
 def _step_rate(run: Run, home: Path, records: int) -> str:
     """The judgment step's own time and rate in a `benchlake materialize` (its views and
     checks aside)."""
@@ -375,9 +402,11 @@ def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
            "CANDIDATES_DIR": str(demo.candidates_root()), "JUDGMENTS_DIR": str(empty)}
     benchlake("materialize", "--select", "group:rynn_vp", env=env)  # the videos, untimed
     env["JUDGMENTS_DIR"] = str(drop)
+    ref, n = json_reference(_json_files(drop))
+    print(f"judgments: reference: DuckDB parses {n:,} records in {ref:.1f} s", flush=True)
     started = time.time()
     run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
-    table.add(f"judgments from scratch, {args.judgments:,} records", run,
+    table.add(f"judgments from scratch, {args.judgments:,} records", run, ref,
               rate=f"{args.judgments / run.wall:,.0f} rec/s",
               notes="materialize --select group:rynn_vp (videos already done); "
                     + _step_rate(run, home, args.judgments))
@@ -391,9 +420,10 @@ def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
     for src, dest in added:
         shutil.copy(src, dest)
     try:
+        ref, _ = json_reference([dest for _, dest in added])
         started = time.time()
         run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
-        table.add("judgments +1 file, 10,000 records", run,
+        table.add("judgments +1 file, 10,000 records", run, ref,
                   rate=f"{10000 / run.wall:,.0f} rec/s",
                   notes="materialize --select group:rynn_vp; the file and its GT compilations "
                         "sort before 1,000 earlier files; " + _step_rate(run, home, 10000))
@@ -408,9 +438,10 @@ def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
     last = drop / "zz-end.jsonl"
     shutil.copy(end / "big-0.jsonl", last)
     try:
+        ref, _ = json_reference([last])
         started = time.time()
         run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
-        table.add("judgments +1 file sorting last, 10,000", run,
+        table.add("judgments +1 file sorting last, 10,000", run, ref,
                   rate=f"{10000 / run.wall:,.0f} rec/s",
                   notes="materialize --select group:rynn_vp; " + _step_rate(run, home, 10000))
         print(profile(run, home, started), flush=True)
