@@ -257,31 +257,29 @@ _WILDCARDS = frozenset("*?[]")
 def _indexed_fqn_method(base: type) -> type:
     """A subclass of dbt's `QualifiedNameSelectorMethod` (`base`) whose search looks a name up
     in an index of every node's leaf name and dotted fqn prefixes (with and without the
-    package), built once per manifest. Without a wildcard, dbt matches a name exactly there;
-    versioned nodes (other rules) and wildcard names are always left to dbt's comparison."""
-    indexes: dict[int, tuple[Any, dict[str, list[int]], list[int], list[tuple[Any, Any]]]] = {}
+    package), built once for the command's manifest (dbt makes a method per name given).
+    Without a wildcard, dbt matches a name exactly there; versioned nodes (other rules) and
+    wildcard names are always left to dbt's comparison."""
+    built: list[Any] = []  # (manifest, names, versioned, nodes) of the last manifest indexed
 
     class Indexed(base):  # type: ignore[misc, valid-type]
         def _index(self) -> tuple[dict[str, list[int]], list[int], list[tuple[Any, Any]]]:
-            known = indexes.get(id(self.manifest))
-            if known is not None and known[0] is self.manifest:
-                return known[1], known[2], known[3]
-            nodes = list(self.non_source_nodes(_Everything()))
-            names: dict[str, list[int]] = {}
-            versioned = []
-            for i, (_, node) in enumerate(nodes):
-                if node.is_versioned:
-                    versioned.append(i)
-                    continue
-                keys = {node.fqn[-1]}
-                for fqn in (node.fqn, node.fqn[1:]):
-                    flat = [part for segment in fqn for part in segment.split(".")]
-                    keys.update(".".join(flat[:k]) for k in range(1, len(flat) + 1))
-                for key in keys:
-                    names.setdefault(key, []).append(i)
-            indexes.clear()  # one manifest at a time: a build loads its own
-            indexes[id(self.manifest)] = (self.manifest, names, versioned, nodes)
-            return names, versioned, nodes
+            if not built or built[0] is not self.manifest:
+                nodes = list(self.non_source_nodes(_Everything()))
+                names: dict[str, list[int]] = {}
+                versioned = []
+                for i, (_, node) in enumerate(nodes):
+                    if node.is_versioned:
+                        versioned.append(i)
+                        continue
+                    keys = {node.fqn[-1]}
+                    for fqn in (node.fqn, node.fqn[1:]):
+                        flat = [part for segment in fqn for part in segment.split(".")]
+                        keys.update(".".join(flat[:k]) for k in range(1, len(flat) + 1))
+                    for key in keys:
+                        names.setdefault(key, []).append(i)
+                built[:] = [self.manifest, names, versioned, nodes]
+            return built[1], built[2], built[3]
 
         def search(self, included_nodes: Any, selector: str) -> Iterator[Any]:
             if not selector or _WILDCARDS & set(selector):

@@ -4,8 +4,10 @@ kept (`_parsed`), and a build starts from that parse unless something a parse re
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import pytest
 
 from dagster_project.warehouse import catalog, project
 
@@ -112,15 +114,21 @@ def test_the_row_tests_fail_on_the_rows_at_fault_and_name_their_columns(tmp_path
     assert ranged == [("weight", -0.5), ("weight", 1.5)]
 
 
-def test_the_names_index_selects_the_nodes_dbt_selects(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def parsed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """A home and the project as dbt parsed it for its workspace (one parse for the module)."""
+    home = tmp_path_factory.mktemp("parsed") / "home"
+    with catalog.workspace(home) as ws:
+        return home, project._parsed(ws.target, home, ws.database)
+
+
+def test_the_names_index_selects_the_nodes_dbt_selects(parsed: tuple[Path, Any]) -> None:
     """`_shortcuts`' selection: every way a build or a user names nodes (a leaf name, a dotted fqn with
     or without the package, a folder, a wildcard, a name nothing has), over every node and over
     a part of them, gives what dbt's own `fqn:` method gives."""
     from dbt.graph.selector_methods import MethodManager, MethodName
 
-    home = tmp_path / "home"
-    with catalog.workspace(home) as ws:
-        manifest = project._parsed(ws.target, home, ws.database)
+    home, manifest = parsed
     dbt_own = MethodManager.SELECTOR_METHODS[MethodName.FQN]
     indexed = project._indexed_fqn_method(dbt_own)
     nodes = {**manifest.nodes, **manifest.unit_tests}
@@ -149,16 +157,14 @@ def test_the_names_index_selects_the_nodes_dbt_selects(tmp_path: Path) -> None:
     assert MethodManager.SELECTOR_METHODS[MethodName.FQN] is dbt_own  # restored after the build
 
 
-def test_the_shortcuts_give_what_dbt_gives(tmp_path: Path) -> None:
+def test_the_shortcuts_give_what_dbt_gives(parsed: tuple[Path, Any]) -> None:
     """`_shortcuts`' other two: the graph summary of the project's graph (with and without the
     test edges of a build) and the module named as a behavior flag's source are dbt's own; the
     block restores dbt's code."""
     from dbt.compilation import Linker
     from dbt_common.behavior_flags import BehaviorFlagRendered
 
-    home = tmp_path / "home"
-    with catalog.workspace(home) as ws:
-        manifest = project._parsed(ws.target, home, ws.database)
+    _, manifest = parsed
     linker = Linker()
     linker.link_graph(manifest)
     assert project._graph_summary(linker, manifest) == linker.get_graph_summary(manifest)
