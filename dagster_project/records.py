@@ -40,6 +40,9 @@ class Record:
     raw: str | None
     value: Any = None
     problem: str | None = None
+    # orjson's text of `value` with sorted keys, when it read the record (else None): what a
+    # reader digesting the value's canonical JSON would write again (`canonical_json`)
+    sorted_text: bytes | None = None
 
 
 class _Ambiguous(ValueError):
@@ -78,15 +81,18 @@ ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")  # every digit a 0 (on
 _LONG_NUMBER = b"0" * 19
 
 
-def _decode(text: str, line: int, what: str = "") -> Record:
-    if "\\u" not in text and _LONG_NUMBER not in text.encode().translate(ZERO_DIGITS):
+def _decode(text: str, line: int, what: str = "", data: bytes | None = None) -> Record:
+    """The record of `text` (`data`: its UTF-8 bytes, when the caller has them)."""
+    data = text.encode() if data is None else data
+    if b"\\u" not in data and _LONG_NUMBER not in data.translate(ZERO_DIGITS):
         try:
-            value = orjson.loads(text)
+            value = orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
-        else:
-            if orjson.dumps(value).count(b":") == text.count(":"):
-                return Record(line, text, value)
+        else:  # ":" is one byte in UTF-8, and no byte of another character
+            written = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+            if written.count(b":") == data.count(b":"):
+                return Record(line, text, value, sorted_text=written)
     try:
         return Record(line, text, STRICT_JSON.decode(text))
     except json.JSONDecodeError as exc:
@@ -152,7 +158,7 @@ def jsonl_record(line: bytes, line_no: int, limit: int) -> Record | None:
                       problem=f"not UTF-8: {exc}")
     if len(body) > limit:
         return Record(line_no, text[:limit], problem=_too_big(len(body), limit))
-    return _decode(text, line_no)
+    return _decode(text, line_no, data=body)
 
 
 def jsonl_blocks(path: Path, limit: int, block_bytes: int = 4 * CHUNK

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from dagster_project.records import STRICT_JSON, _Ambiguous, jsonl_record
+from dagster_project.rynn_vp.judgment_records import canonical_json
 
 LIMIT = 2**20
 
@@ -42,6 +43,9 @@ def test_what_the_fast_path_reads_is_what_the_strict_reader_reads(text: str) -> 
     kind, what = strict(text)
     if kind == "value":
         assert rec.problem is None and repr(rec.value) == what
+        if rec.sorted_text is not None:  # read by orjson: its sorted text is kept, for digests
+            assert canonical_json(rec.value, rec.sorted_text) == json.dumps(
+                STRICT_JSON.decode(text), sort_keys=True, separators=(",", ":"))
     else:
         assert rec.problem is not None and rec.value is None
         assert rec.problem.startswith("ambiguous JSON" if what == "_Ambiguous" else "not JSON")

@@ -128,7 +128,7 @@ def check(rec: _Record, ctx: EvalContext, owner_of: Callable[[str], str | None]
     """The part row of one record: its checks against the context, its keys, its rows."""
     obj = rec.obj
     is_gt = rec.source.source_file.startswith(GT_PREFIX)
-    value = canonical_json(obj)
+    value = canonical_json(obj, rec.sorted_text)
     row: dict[str, Any] = {"line": rec.line, "raw": rec.raw, "sha": _sha(value),
                            "is_object": isinstance(obj, dict)}
     if not isinstance(obj, dict):

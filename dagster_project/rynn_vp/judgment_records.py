@@ -94,6 +94,7 @@ class _Record:
     line: int
     raw: str
     obj: Any
+    sorted_text: bytes | None = None  # `records.Record.sorted_text`
 
     @property
     def where(self) -> str:
@@ -113,7 +114,7 @@ def _read(sf: SourceFile) -> Iterator[_Record | dict[str, Any]]:
         if rec.problem is not None:
             yield _reject(sf, rec.line, rec.problem, rec.raw)
         else:
-            yield _Record(sf, rec.line, rec.raw or "", rec.value)
+            yield _Record(sf, rec.line, rec.raw or "", rec.value, rec.sorted_text)
 
 
 # --- readable reasons ----------------------------------------------------------------------
@@ -152,14 +153,17 @@ def _orjson_differs(text: bytes) -> bool:
             or b"0e" in text.translate(ZERO_DIGITS))
 
 
-def canonical_json(value: Any) -> str:
+def canonical_json(value: Any, sorted_text: bytes | None = None) -> str:
     """`value` as sorted, compact JSON, ASCII only: exactly `json.dumps(value, sort_keys=True,
     separators=(",", ":"))`, written by orjson (~10x faster) whenever its text is provably the
-    same, by json otherwise (integers over 64 bits, deep nesting, the forms above)."""
-    try:
-        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        text = None
+    same, by json otherwise (integers over 64 bits, deep nesting, the forms above).
+    `sorted_text`: orjson's sorted text of `value`, when the reader has it already."""
+    text = sorted_text
+    if text is None:
+        try:
+            text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            text = None
     if text is None or _orjson_differs(text):
         return json.dumps(value, sort_keys=True, separators=(",", ":"))
     return text.decode("ascii")
@@ -256,8 +260,12 @@ def _schema_reason(err: ValidationError, done: set[tuple[str, ...]]) -> str | No
     return f"{prefix}: {body}" if prefix and fld else body
 
 
-def _schema_reasons(schema: str, obj: dict[str, Any], own_metrics: bool) -> list[str]:
-    if _fast_check(schema)(obj) or (own_metrics and _fast_check(schema, True)(obj)):
+def _schema_reasons(schema: str, obj: dict[str, Any], own_metrics: bool,
+                    valid: bool | None = None) -> list[str]:
+    """`valid`: `_fast_check(schema)(obj)`, when the caller has it."""
+    if valid is None:
+        valid = _fast_check(schema)(obj)
+    if valid or (own_metrics and _fast_check(schema, True)(obj)):
         return []  # valid, or refused for its metrics alone (their own checks say why)
     # jsonschema says why, in its words
     reasons: list[str] = []
@@ -286,11 +294,16 @@ def _integer_reasons(obj: dict[str, Any]) -> list[str]:
     return reasons
 
 
-def _metric_reasons(metrics: dict[str, Any], case_id: str, case: CaseInfo | None) -> list[str]:
+def _metric_reasons(metrics: dict[str, Any], case_id: str, case: CaseInfo | None,
+                    in_range: bool = False) -> list[str]:
+    """`in_range`: the record passed its schema, whose metrics are numbers of 0-100 (JSON has
+    no NaN; true is not a number there), so only their names are left to check."""
     reasons = []
     for name, value in metrics.items():
         if name not in METRIC_COLUMNS:
             reasons.append(f"unknown metric {_q(name)}")
+        elif in_range:
+            continue
         # bool is an int subclass in Python: true must not be read as 1.
         elif isinstance(value, bool) or not isinstance(value, int | float):
             reasons.append(f"metric {name} is {_show(value)}, not a number")
@@ -315,7 +328,8 @@ def judgment_reasons(obj: dict[str, Any], ctx: EvalContext,
     case, candidate, metrics, hallucination loci, evidence ids and judge modality against the
     ingested data. `owner_of` names the evaluation an evidence id belongs to (or None)."""
     metrics = obj.get("metrics")
-    reasons = _schema_reasons(JUDGMENT_SCHEMA, obj, isinstance(metrics, dict))
+    valid = _fast_check(JUDGMENT_SCHEMA)(obj)
+    reasons = _schema_reasons(JUDGMENT_SCHEMA, obj, isinstance(metrics, dict), valid)
     reasons += _integer_reasons(obj)
     system, case_id = obj.get("system"), obj.get("case_id")
     known_system = isinstance(system, str) and system in ctx.systems
@@ -331,7 +345,7 @@ def judgment_reasons(obj: dict[str, Any], ctx: EvalContext,
             reasons.append(f"no candidate of system {system} for case {case_id}: "
                            "nothing was judged")
     if isinstance(metrics, dict):
-        reasons += _metric_reasons(metrics, str(case_id), case)
+        reasons += _metric_reasons(metrics, str(case_id), case, in_range=valid)
     hallucinations = obj.get("hallucinations")
     if case is not None and isinstance(hallucinations, list):
         steps = cand.step_ids if cand is not None else frozenset()

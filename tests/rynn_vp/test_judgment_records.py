@@ -267,6 +267,30 @@ def test_bad_score(drop: Drop, value: Any, reason: str) -> None:
     assert rejected(drop, rec) == reason
 
 
+@pytest.mark.parametrize("change", [{}, {"VR-9": 10, "PI-6": 0}, {"VQ": 100.0, "PI-5": 30},
+                                    {"VR-4": None}, {"VQ-D9": 1, "PI-1": 99.5}])
+def test_metric_names_alone_decide_for_a_record_its_schema_passes(change: dict) -> None:
+    """A record its schema passes has numbers of 0-100 for metrics: `in_range` checks only their
+    names, and says what the full check says."""
+    from dagster_project.rynn_vp.judgment_records import (
+        JUDGMENT_SCHEMA,
+        _fast_check,
+        _metric_reasons,
+    )
+
+    compared = 0
+    for case_id in (PLAIN, PLANNED):
+        rec = record(case_id=case_id)
+        rec["metrics"].update(change)
+        rec["metrics"] = {k: v for k, v in rec["metrics"].items() if v is not None}
+        if _fast_check(JUDGMENT_SCHEMA)(rec):
+            case = CTX.cases[case_id]
+            assert (_metric_reasons(rec["metrics"], case_id, case, in_range=True)
+                    == _metric_reasons(rec["metrics"], case_id, case))
+            compared += 1
+    assert compared == 2  # the schema passes each change on both cases
+
+
 def test_missing_vr_metric(drop: Drop) -> None:
     rec = record()
     del rec["metrics"]["VR-4"]
