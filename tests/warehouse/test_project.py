@@ -183,3 +183,37 @@ def test_the_shortcuts_give_what_dbt_gives(parsed: tuple[Path, Any]) -> None:
     assert ours == theirs == __name__
     assert BehaviorFlagRendered.__dict__["_default_source"] is original
     assert Linker.get_graph_summary is not project._graph_summary
+
+
+def test_the_kept_templates_are_the_code_jinja_compiles(tmp_path: Path) -> None:
+    """`_compiled_templates`: a build keeps the code of the templates it compiled; the next
+    build (as a new process would: the file read back) takes every one from there and builds
+    the same rows; a kept template is the code Jinja compiles from its source, for both of dbt's
+    environments; a torn file is compiled again; dbt's environments compile as Jinja's after."""
+    import jinja2
+    from dbt_common.clients import jinja as dbt_jinja
+
+    home = tmp_path / "home"
+    target = catalog.Workspace(home).target
+    _build(home)
+    _build(home)  # the seed is there now: it is truncated, by macros the first did not call
+    [kept] = target.glob("jinja-code-*.marshal")
+    written, first = kept.stat().st_mtime_ns, _policies(home)
+    _build(home)  # every template read back: the file is not written again
+    assert kept.stat().st_mtime_ns == written and _policies(home) == first
+
+    source = "{% for c in cols %}{{ c | upper }}{% if not loop.last %}, {% endif %}{% endfor %}"
+    for native in (False, True):
+        env = dbt_jinja.get_environment(native=native)
+        fresh = jinja2.Environment.compile(env, source)
+        with project._compiled_templates(target):  # compiled and kept
+            assert env.compile(source) == fresh
+        with project._compiled_templates(target):  # read back
+            assert env.compile(source) == fresh
+            rendered = dbt_jinja.get_template(source, {}, native=native).render({"cols": ["a", "b"]})
+        assert rendered == "A, B"
+    kept.write_bytes(b"torn")
+    _build(home)
+    assert kept.read_bytes() != b"torn" and _policies(home) == first
+    for kind in (dbt_jinja.MacroFuzzEnvironment, dbt_jinja.NativeSandboxEnvironment):
+        assert kind.compile is jinja2.Environment.compile
