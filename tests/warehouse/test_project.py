@@ -217,3 +217,42 @@ def test_the_kept_templates_are_the_code_jinja_compiles(tmp_path: Path) -> None:
     assert kept.read_bytes() != b"torn" and _policies(home) == first
     for kind in (dbt_jinja.MacroFuzzEnvironment, dbt_jinja.NativeSandboxEnvironment):
         assert kind.compile is jinja2.Environment.compile
+
+
+def test_events_no_logger_writes_are_not_made() -> None:
+    """`_shortcuts`' events: a debug event below every logger's level is not made into a
+    message (no logger writes it); what the loggers write is dbt's, and info and above reach
+    the callbacks as with dbt's own code, whatever the loggers' levels. A logger at debug gets
+    every debug event."""
+    import io
+
+    from dbt_common.events.base_types import EventLevel
+    from dbt_common.events.event_manager import EventManager
+    from dbt_common.events.logger import LineFormat, LoggerConfig
+    from dbt_common.events.types import Note, SystemExecutingCmd
+
+    def fired(fire: Any, level: EventLevel) -> tuple[list[str], str]:
+        manager, out, seen = EventManager(), io.StringIO(), []
+        manager.add_logger(LoggerConfig(name=f"test-{level}-{id(out)}", level=level,
+                                        line_format=LineFormat.Json, output_stream=out))
+        manager.add_callback(lambda msg: seen.append(f"{msg.info.level} {msg.info.name}"))
+        for e in (SystemExecutingCmd(cmd=["a"]), Note(msg="one"), SystemExecutingCmd(cmd=["b"]),
+                  Note(msg="two")):
+            fire(manager, e)
+        fire(manager, Note(msg="three"), EventLevel.ERROR)
+        fire(manager, SystemExecutingCmd(cmd=["c"]), EventLevel.WARN)
+        lines = [line.split('"msg": ')[1].split(",")[0] for line in out.getvalue().splitlines()]
+        return seen, "\n".join(lines)
+
+    theirs_fire = EventManager.fire_event
+    ours_fire = project._logged_events_only(theirs_fire)
+    theirs, ours = fired(theirs_fire, EventLevel.INFO), fired(ours_fire, EventLevel.INFO)
+    assert ours[1] == theirs[1] and '"one"' in ours[1] and '"three"' in ours[1]
+    assert ours[0] == [s for s in theirs[0] if not s.startswith("debug")]
+    assert "warn SystemExecutingCmd" in ours[0] and len(theirs[0]) == len(ours[0]) + 2
+    debug_theirs, debug_ours = fired(theirs_fire, EventLevel.DEBUG), fired(ours_fire,
+                                                                             EventLevel.DEBUG)
+    assert debug_ours == debug_theirs and "debug SystemExecutingCmd" in debug_ours[0]
+    with project._shortcuts():
+        assert EventManager.fire_event is not theirs_fire
+    assert EventManager.fire_event is theirs_fire
