@@ -13,11 +13,12 @@ import contextlib
 import hashlib
 import importlib.metadata
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from dagster_project.tables import atomic_write_bytes
 
 
 @contextlib.contextmanager
@@ -37,16 +38,14 @@ def _versions_key(*dists: str) -> str:
         [sys.version] + [importlib.metadata.version(d) for d in dists]).encode()).hexdigest()[:24]
 
 
-def _keep(target: Path, pattern: str, path: Path, data: bytes) -> None:
+def keep_one(target: Path, pattern: str, path: Path, data: bytes) -> None:
     """`data` as `path` (of `pattern`'s files in `target`), the files of other keys removed:
     written whole or not at all (another process may read it at the same time)."""
     for old in target.glob(pattern.format(key="*")):
         if old != path:
             old.unlink(missing_ok=True)
     target.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    atomic_write_bytes(path, data)
 
 
 @contextlib.contextmanager
@@ -79,7 +78,7 @@ def _json_schemas(target: Path) -> Iterator[None]:
     finally:
         dbtClassMixin.json_schema = original
         if built:
-            _keep(target, _SCHEMAS, path, json.dumps(known, sort_keys=True).encode())
+            keep_one(target, _SCHEMAS, path, json.dumps(known, sort_keys=True).encode())
 
 
 # A project's templates are a few thousand at most: a file over this many holds sources no
@@ -139,7 +138,7 @@ def _compiled_templates(target: Path) -> Iterator[None]:
         for kind in kinds:
             del kind.compile  # Jinja's again
         if added:
-            _keep(target, _TEMPLATES, path,
+            keep_one(target, _TEMPLATES, path,
                   marshal.dumps(known if len(known) <= _MAX_TEMPLATES else used))
 
 

@@ -186,12 +186,8 @@ def _parsed(target: Path, home: Path | str, database: Path) -> Any:
     # lookups, lock and caches are rebuilt when first used.
     fields = {f.name: getattr(parsed.result, f.name) for f in dataclasses.fields(Manifest)
               if not f.name.startswith("_")}
-    target.mkdir(parents=True, exist_ok=True)
-    for old in target.glob(_PARSED.format(key="*")):
-        old.unlink(missing_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL))
-    os.replace(tmp, path)
+    dbt_shortcuts.keep_one(target, _PARSED, path,
+                           pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL))
     return parsed.result
 
 
