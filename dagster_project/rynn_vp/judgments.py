@@ -56,6 +56,7 @@ from dagster_project.rynn_vp.judgment_parts import (
     HALLUCINATIONS_SCHEMA,
     JUDGMENT_REJECTS_SCHEMA,
     JUDGMENTS_SCHEMA,
+    ROW_COLUMNS,
     STAGES_SCHEMA,
     CheckedParts,
     gt_stage_row,
@@ -313,7 +314,8 @@ class _Ingest:
                         lists_gt[i])
         if not accepted.any():
             return
-        kept = batch.filter(pa.array(accepted))
+        # the row columns alone: the raw text of every record is not copied
+        kept = batch.select(list(ROW_COLUMNS)).filter(pa.array(accepted))
         judgments = pc.is_valid(kept.column("judgment"))
         for name, column, rows_of in (
                 ("rvp_judgments", "judgment", _rows_of),
