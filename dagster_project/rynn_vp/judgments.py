@@ -15,7 +15,7 @@ depends on a record after it.
 
 Each file version is read, checked and made into rows once, into its part (`judgment_parts`);
 a run replays the parts in file order. What depends on the records before is decided one record
-at a time on its keys, and the rows of the accepted ones are taken from the batch as they are:
+at a time on its keys, and the accepted ones' rows are taken from the batch as they are:
 only what decides later records stays in memory, a few hundred bytes per record (the digest of
 every record read and the place of its first sight, the identity of every accepted record, per
 (system, case, judge run) its best attempt so far). The files are cut into segments
@@ -26,9 +26,8 @@ name up to its end: a segment whose parts are there is neither replayed nor writ
 given the replay's state at its start (`judgment_replay`). A segment is replayed as soon as its
 files are checked, while the next ones are (`judgment_parts.check_parts`). A file added at
 the end writes the last segment again; the gt_compilation stage rows of the evaluations that
-did not list one (known once every record is read, one per evaluation and judge run) are one
-part of `rvp_stages` rewritten each run. Memory
-holds a batch (`BATCH_ROWS` records) and a row group (`ROW_GROUP_ROWS` rows, fewer if wide).
+did not list one (known once every record is read) are one part of `rvp_stages`, rewritten each
+run. Memory holds a batch (`BATCH_ROWS` records) and a row group (`ROW_GROUP_ROWS` rows, fewer if wide).
 Equal inputs give equal parts, byte for byte.
 """
 
@@ -314,7 +313,6 @@ class _Ingest:
                         lists_gt[i])
         if not accepted.any():
             return
-        # the row columns alone: the raw text of every record is not copied
         kept = batch.select(list(ROW_COLUMNS)).filter(pa.array(accepted))
         judgments = pc.is_valid(kept.column("judgment"))
         for name, column, rows_of in (
