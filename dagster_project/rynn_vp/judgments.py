@@ -27,8 +27,8 @@ given the replay's state at its start (`judgment_replay`). A segment is replayed
 files are checked, while the next ones are (`judgment_parts.check_parts`). A file added at
 the end writes the last segment again; the gt_compilation stage rows of the evaluations that
 did not list one (known once every record is read) are one part of `rvp_stages`, rewritten each
-run. Memory holds a batch (`BATCH_ROWS` records) and a row group (`ROW_GROUP_ROWS` rows, fewer if wide).
-Equal inputs give equal parts, byte for byte.
+run. Memory holds a batch (`BATCH_ROWS` records) and a row group (`ROW_GROUP_ROWS` rows, fewer
+if wide). Equal inputs give equal parts, byte for byte.
 """
 
 from __future__ import annotations

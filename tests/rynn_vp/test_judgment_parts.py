@@ -7,7 +7,6 @@ import dataclasses
 import json
 import shutil
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -230,23 +229,6 @@ def test_one_more_file_is_read_alone_and_gives_the_tables_of_a_fresh_start(tmp_p
     reasons = [r["reason"] for r in rows.rejects if r["source_file"] == "late.jsonl"]
     assert len(reasons) == 2 and "duplicate of a.jsonl v1 line 1" in reasons[0]
     assert "conflicts with late.jsonl v1 line 1" in reasons[1]
-
-
-def test_a_part_table_is_the_table_of_its_rows(tmp_path):
-    """The part rows of every kind of record (accepted, refused, unreadable, GT), made into a
-    table a column at a time, are the table Arrow makes of them row by row."""
-    from dagster_project.rynn_vp.judgment_records import _read, _Record
-
-    files = _mixed_files(Drop(tmp_path / "drop"))
-    owner = {eid: ev for ev, ids in CTX.evidence_ids.items() for eid in ids}
-    rows = [judgment_parts.check(item, CTX, owner.get) if isinstance(item, _Record) else
-            {"line": item["line"], "raw": item["raw"], "problem": item["reason"]}
-            for sf in files for item in _read(sf)]
-    assert {"judgment", "gt", "problem", "reasons"} <= {k for r in rows for k in r
-                                                       if r[k] is not None}
-    table = judgment_parts._part_table(rows)
-    assert table.equals(pa.Table.from_pylist(rows, schema=judgment_parts.PART_SCHEMA))
-    assert table.column("judgment").drop_null().to_pylist()[0].startswith('{"system":')
 
 
 def test_a_large_file_is_a_bin_of_its_own():
