@@ -68,9 +68,6 @@ class Workspace:
     def target(self) -> Path:
         return self.folder / "target"
 
-    def env(self) -> dict[str, str]:
-        return _project().dbt_env(self.home, self.database)
-
     @property
     def _definitions(self) -> Path:
         return self.folder / "definitions.json"
@@ -230,8 +227,10 @@ def _rebuild_views(ws: Workspace) -> None:
     """`dbt run` of every model (views only, no tests) over the moved home's Parquet, in this
     process (`project.build`: the workspace's kept parse, not a new dbt process's ~10 s)."""
     done = _project().build(["run"], home=ws.home, database=ws.database, target=ws.target)
-    if done.error is not None:  # dbt did not run (a model that fails here is in dbt's log,
-        (ws.folder / "rebuild.log").write_text(done.error)  # and fails again, named, in the build)
+    # a model that fails here is in dbt's log (and fails again, named, in the build);
+    # `rebuild.log` says why dbt did not run at all
+    if done.error is not None:
+        (ws.folder / "rebuild.log").write_text(done.error)
     # A view dbt could not create here (its raw table is not written yet in this home, or a
     # model it reads failed) is dropped, never left reading the other home: it is built when
     # a build selects it.
