@@ -199,7 +199,8 @@ def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key
 
 class _Pieces:
     """One large new .jsonl version checked by the pool in pieces of whole lines, each into a
-    piece file (`write_part`), then joined into its part by one of its processes (`_join`)."""
+    piece file (`write_part`); `result` joins them into its part, `BATCH_ROWS` rows a row group
+    as `write_part` writes them (the same bytes), holding a batch."""
 
     def __init__(self, pool: Any, job: tuple, store: PartStore, key: str, sf: SourceFile,
                  n: int) -> None:
@@ -212,7 +213,7 @@ class _Pieces:
                     cuts.append(fh.tell())
             fh.seek(0)
             lines = [fh.read(b - a).count(b"\n") for a, b in itertools.pairwise(cuts)]
-        self.pool, self.store, self.key = pool, store, key
+        self.store, self.key = store, key
         self.paths = [store.path(key).with_name(f".{key}.{i}.tmp") for i in range(len(cuts))]
         spans = zip(cuts, [*cuts[1:], size], itertools.accumulate(lines, initial=0), strict=True)
         self.futures = [pool.submit(_write_piece, (*job, sf, span, path))
@@ -220,30 +221,23 @@ class _Pieces:
 
     def result(self) -> list[tuple[str, int]]:
         rows = sum(f.result() for f in self.futures)
-        self.futures.append(self.pool.submit(_join, self.store, self.key, self.paths, rows))
-        return [(self.key, self.futures[-1].result())]
+        with self.store.streaming(self.key, PART_SCHEMA, read_whole=True) as out:
+            held = PART_SCHEMA.empty_table()
+            for path in self.paths:
+                for batch in pq.ParquetFile(path).iter_batches(BATCH_ROWS):
+                    held = pa.concat_tables([held, pa.Table.from_batches([batch])])
+                    while held.num_rows >= BATCH_ROWS:
+                        out.write(held.slice(0, BATCH_ROWS).combine_chunks())
+                        held = held.slice(BATCH_ROWS)
+                path.unlink()
+            if rows == 0:  # no line holds a record: the file's problem, as `read_records` says
+                held = pa.Table.from_pylist([{"problem": NO_RECORDS}], schema=PART_SCHEMA)
+            out.write(held.combine_chunks())
+        return [(self.key, max(rows, 1))]
 
     def cancel(self) -> None:
         for f in self.futures:
             f.cancel()
-
-
-def _join(store: PartStore, key: str, paths: Sequence[Path], rows: int) -> int:
-    """Part `key` of the piece files `paths` (`rows` in all), `BATCH_ROWS` rows a row group as
-    `write_part` writes them (the same bytes), a batch held; its rows."""
-    with store.streaming(key, PART_SCHEMA, read_whole=True) as out:
-        held = PART_SCHEMA.empty_table()
-        for path in paths:
-            for batch in pq.ParquetFile(path).iter_batches(BATCH_ROWS):
-                held = pa.concat_tables([held, pa.Table.from_batches([batch])])
-                while held.num_rows >= BATCH_ROWS:
-                    out.write(held.slice(0, BATCH_ROWS).combine_chunks())
-                    held = held.slice(BATCH_ROWS)
-            path.unlink()
-        if rows == 0:  # no line holds a record: the file's problem, as `read_records` says
-            held = pa.Table.from_pylist([{"problem": NO_RECORDS}], schema=PART_SCHEMA)
-        out.write(held.combine_chunks())
-    return max(rows, 1)
 
 
 def _whole_lines(sf: SourceFile, key: str, copy: tuple[Path, Identity] | None) -> bool:
