@@ -60,7 +60,8 @@ def run_step(env: dict[str, str]) -> dict:
 
 def valid_demo_records(settings) -> list[dict]:
     """The demo's judgment records that are accepted (the demo plants one invalid line)."""
-    from dagster_project.rynn_vp.judgment_records import eval_context, judgment_reasons
+    from dagster_project.rynn_vp.judgment_parts import eval_context
+    from dagster_project.rynn_vp.judgment_records import judgment_reasons
 
     ctx = eval_context(settings.home)
     out = []

@@ -109,26 +109,12 @@ def _too_big(size: int, limit: int) -> str:
 
 def _jsonl(path: Path, limit: int) -> Iterator[Record]:
     found = False
-    for rec in jsonl_range(path, limit):
-        found = True
-        yield rec
-    if not found:
-        yield Record(None, None, problem=NO_RECORDS)
-
-
-def jsonl_range(path: Path, limit: int, start: int = 0, end: int | None = None,
-                line_no: int = 0) -> Iterator[Record]:
-    """The records (and problems) of the lines of a .jsonl file that start at byte `start`
-    (0, or the start of a line: `line_no` lines come before it) and before `end` (None: the
-    end of the file), as `read_records` reads them; a BOM is skipped at the start of the file.
-    Nothing for a range of blank lines (`read_records` says a file without records is one)."""
     with path.open("rb") as fh:
-        if start == 0:
-            if fh.read(len(_BOM)) != _BOM:  # a BOM is an editor artefact, not part of a record
-                fh.seek(0)
-        else:
-            fh.seek(start)
-        while end is None or fh.tell() < end:
+        head = fh.read(len(_BOM))
+        if head != _BOM:  # a BOM is an editor artefact, not part of the first record
+            fh.seek(0)
+        line_no = 0
+        while True:
             chunk = fh.readline(limit + 2)
             if not chunk:
                 break
@@ -140,11 +126,15 @@ def jsonl_range(path: Path, limit: int, start: int = 0, end: int | None = None,
                     if not chunk:
                         break
                     size += len(chunk)
+                found = True
                 yield _long_line(line_no, head, size, limit)
                 continue
             rec = jsonl_record(chunk.removesuffix(b"\n"), line_no, limit)
             if rec is not None:
+                found = True
                 yield rec
+    if not found:
+        yield Record(None, None, problem=NO_RECORDS)
 
 
 NO_RECORDS = "file holds no records (no non-blank line)"

@@ -60,10 +60,10 @@ from dagster_project.rynn_vp.judge_requests import (
     parse_answer,
     role_request,
 )
+from dagster_project.rynn_vp.judgment_parts import eval_context
 from dagster_project.rynn_vp.judgment_records import (
     EvalContext,
     canonical_json,
-    eval_context,
     gt_reasons,
     judgment_reasons,
 )

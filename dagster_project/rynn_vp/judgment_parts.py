@@ -20,7 +20,6 @@ again, so deleting them costs exactly that.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -29,15 +28,16 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from dagster_project.dropfolder import copy_deferred, file_sha256
+from dagster_project.dropfolder import copy_deferred
 from dagster_project.filecache import Identity
 from dagster_project.lifeline import process_pool
 from dagster_project.parts import PartStore, digest
-from dagster_project.records import NO_RECORDS
+from dagster_project.rynn_vp.ingest import refused_cases
 from dagster_project.rynn_vp.judgment_records import (
     METRIC_COLUMNS,
+    CandidateInfo,
+    CaseInfo,
     EvalContext,
     SourceFile,
     _kind,
@@ -47,7 +47,7 @@ from dagster_project.rynn_vp.judgment_records import (
     gt_reasons,
     judgment_reasons,
 )
-from dagster_project.tables import raw_schema, streaming_parquet
+from dagster_project.tables import connect_raw, raw_schema
 
 # Bump when a rule of judgment_records or a row changes: every part is checked again.
 CHECKS_VERSION = "3"
@@ -175,15 +175,12 @@ def _without_default_kind(obj: dict[str, Any], value: str) -> str:
     return canonical_json({k: v for k, v in obj.items() if k != "attempt_kind"})
 
 
-def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key: str,
-               span: tuple[int, int, int] | None = None, path: Path | None = None) -> int:
-    """Read and check one file version into part `key`; the number of rows. `span` and `path`:
-    the lines of one piece of it (`judgment_records._read`), into a piece file there."""
+def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key: str) -> int:
+    """Read and check one file version into part `key`; the number of rows."""
     n = 0
-    with (store.streaming(key, PART_SCHEMA, read_whole=True) if path is None else
-          streaming_parquet(path, PART_SCHEMA, read_whole=True)) as out:  # read by the replay
+    with store.streaming(key, PART_SCHEMA, read_whole=True) as out:  # read only by the replay
         rows: list[dict] = []
-        for item in _read(sf, span):
+        for item in _read(sf):
             if isinstance(item, _Record):
                 rows.append(check(item, ctx, owner_of))
             else:
@@ -195,62 +192,6 @@ def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key
         out.write(pa.Table.from_pylist(rows, schema=PART_SCHEMA))
         n += len(rows)
     return n
-
-
-class _Pieces:
-    """One large new .jsonl version checked by the pool in pieces of whole lines, each into a
-    piece file (`write_part`); `result` joins them into its part, `BATCH_ROWS` rows a row group
-    as `write_part` writes them (the same bytes), holding a batch."""
-
-    def __init__(self, pool: Any, job: tuple, store: PartStore, key: str, sf: SourceFile,
-                 n: int) -> None:
-        size, cuts = sf.path.stat().st_size, [0]
-        with sf.path.open("rb") as fh:
-            for k in range(1, n):  # at the start of the line after each n-th of the file
-                fh.seek(max(size * k // n, cuts[-1]))
-                fh.readline()
-                if cuts[-1] < fh.tell() < size:
-                    cuts.append(fh.tell())
-            fh.seek(0)
-            lines = [fh.read(b - a).count(b"\n") for a, b in itertools.pairwise(cuts)]
-        self.store, self.key = store, key
-        self.paths = [store.path(key).with_name(f".{key}.{i}.tmp") for i in range(len(cuts))]
-        spans = zip(cuts, [*cuts[1:], size], itertools.accumulate(lines, initial=0), strict=True)
-        self.futures = [pool.submit(_write_piece, (*job, sf, span, path))
-                        for span, path in zip(spans, self.paths, strict=True)]
-
-    def result(self) -> list[tuple[str, int]]:
-        rows = sum(f.result() for f in self.futures)
-        with self.store.streaming(self.key, PART_SCHEMA, read_whole=True) as out:
-            held = PART_SCHEMA.empty_table()
-            for path in self.paths:
-                for batch in pq.ParquetFile(path).iter_batches(BATCH_ROWS):
-                    held = pa.concat_tables([held, pa.Table.from_batches([batch])])
-                    while held.num_rows >= BATCH_ROWS:
-                        out.write(held.slice(0, BATCH_ROWS).combine_chunks())
-                        held = held.slice(BATCH_ROWS)
-                path.unlink()
-            if rows == 0:  # no line holds a record: the file's problem, as `read_records` says
-                held = pa.Table.from_pylist([{"problem": NO_RECORDS}], schema=PART_SCHEMA)
-            out.write(held.combine_chunks())
-        return [(self.key, max(rows, 1))]
-
-    def cancel(self) -> None:
-        for f in self.futures:
-            f.cancel()
-
-
-def _whole_lines(sf: SourceFile, key: str, copy: tuple[Path, Identity] | None) -> bool:
-    """Whether the version `sf` can be checked in pieces of whole lines (a .jsonl file whose
-    archived bytes are the version's, copied there now if left to do). Else it is checked
-    whole, which says what is wrong with it (a rewritten file: no part)."""
-    return (Path(sf.source_file).suffix.lower() == ".jsonl"
-            and copy_deferred(sf.path, sf.sha256, copy) and file_sha256(sf.path) == sf.sha256)
-
-
-def _write_piece(job: tuple) -> int:
-    ctx, owner, store, sf, span, path = job
-    return write_part(sf, ctx, owner.get, store, "", span, path)
 
 
 class Incomplete(Exception):
@@ -308,8 +249,7 @@ def check_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext,
     (versions gone, context changed) are removed. From `PARALLEL_BYTES` of new versions on,
     they are checked by up to `WORKERS` processes in about `BINS_PER_WORKER` times as many bins
     (`_bins`), of whole files in file order, even in cost (a part costs what checking
-    `FILE_BYTES` does; a larger file is a bin of its own; one new .jsonl version alone is
-    checked in pieces of whole lines, one a process, `_Pieces`):
+    `FILE_BYTES` does; a larger file is a bin of its own):
     the block reads the parts of a bin once it is done, while the next ones are checked
     (`judgments.write_tables` replays them; the bins still running when it ends are waited
     for). `copies`: the versions (by archived path) still to be copied into the archive from
@@ -339,16 +279,7 @@ def check_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext,
         yield CheckedParts(paths, [(_write_parts((ctx, owner, store, todo)),
                                     [sf for sf, _, _ in todo])] if todo else [])
         return
-    workers = min(WORKERS, os.cpu_count() or 1, total // max(PARALLEL_BYTES, 1))
-    if workers > 1 and len(todo) == 1 and _whole_lines(*todo[0]):  # one large new .jsonl
-        with process_pool(workers) as pool:
-            pieces = _Pieces(pool, (ctx, owner, store), store, todo[0][1], todo[0][0], workers)
-            try:
-                yield CheckedParts(paths, [(pieces, [todo[0][0]])])
-            finally:
-                pieces.cancel()
-        return
-    workers = min(workers, len(todo))
+    workers = min(WORKERS, os.cpu_count() or 1, len(todo), total // max(PARALLEL_BYTES, 1))
     bins = _bins(todo, costs, total / min(workers * BINS_PER_WORKER, len(todo)))
     with process_pool(workers) as pool:
         futures = [pool.submit(_write_parts, (ctx, owner, store, b)) for b in bins]
@@ -397,6 +328,43 @@ def _write_parts(job: tuple[EvalContext, dict[str, str], PartStore, list]
     ctx, owner, store, todo = job
     return [(key, write_part(sf, ctx, owner.get, store, key)) for sf, key, copy in todo
             if copy_deferred(sf.path, sf.sha256, copy)]
+
+
+# The raw tables a judgment is checked against (their assets are the judgments' dependencies).
+CONTEXT_INPUTS = ("rvp_cases", "rvp_intervals", "rvp_candidates", "rvp_evidence_frames",
+                  "rvp_storyboards", "rvp_gt_fingerprints")
+
+
+def eval_context(home: Path) -> EvalContext:
+    """What a judgment is checked against, from the raw tables `CONTEXT_INPUTS`."""
+    con = connect_raw(home, CONTEXT_INPUTS)
+    cases: dict[str, list] = {}
+    for case_id, plan in con.execute("SELECT case_id, has_explicit_plan FROM raw.rvp_cases"
+                                     ).fetchall():
+        cases[case_id] = [plan, set()]
+    for case_id, interval in con.execute("SELECT case_id, \"interval\" FROM raw.rvp_intervals"
+                                         ).fetchall():
+        cases[case_id][1].add(interval)
+    candidates = {
+        (s, c): CandidateInfo(m, frozenset(steps or []))
+        for s, c, m, steps in con.execute(
+            "SELECT system, case_id, modality, step_ids FROM raw.rvp_candidates").fetchall()}
+    evidence: dict[str, set[str]] = {}
+    for ev, eid in con.execute("SELECT evaluation_id, evidence_id FROM raw.rvp_evidence_frames "
+                               "UNION ALL SELECT evaluation_id, evaluation_id || '#SB' || "
+                               "storyboard_no FROM raw.rvp_storyboards").fetchall():
+        evidence.setdefault(ev, set()).add(eid)
+    prints = dict(con.execute("SELECT case_id, fingerprint FROM raw.rvp_gt_fingerprints"
+                              ).fetchall())
+    con.close()
+    return EvalContext(
+        systems=frozenset(s for s, _ in candidates),
+        cases={c: CaseInfo(bool(p), frozenset(i)) for c, (p, i) in cases.items()},
+        candidates=candidates,
+        evidence_ids={k: frozenset(v) for k, v in evidence.items()},
+        gt_fingerprints=prints,
+        refused=refused_cases(home),
+    )
 
 
 # --- the rows of an accepted record ------------------------------------------------------------

@@ -26,10 +26,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from dagster_project.dropfolder import versions_of
-from dagster_project.records import ZERO_DIGITS, jsonl_range, read_records
-from dagster_project.rynn_vp.ingest import refused_cases
+from dagster_project.records import ZERO_DIGITS, read_records
 from dagster_project.settings import ASSETS_DIR
-from dagster_project.tables import connect_raw
 from dagster_project.warehouse.seeds import read_seed
 
 # A judgment is a few KB: a record over 1 MB is a runaway, refused alone (files: any size).
@@ -87,43 +85,6 @@ class SourceFile:
                 for v in versions_of(versions, roots)]
 
 
-# The raw tables a judgment is checked against (their assets are the judgments' dependencies).
-CONTEXT_INPUTS = ("rvp_cases", "rvp_intervals", "rvp_candidates", "rvp_evidence_frames",
-                  "rvp_storyboards", "rvp_gt_fingerprints")
-
-
-def eval_context(home: Path) -> EvalContext:
-    """What a judgment is checked against, from the raw tables `CONTEXT_INPUTS`."""
-    con = connect_raw(home, CONTEXT_INPUTS)
-    cases: dict[str, list] = {}
-    for case_id, plan in con.execute("SELECT case_id, has_explicit_plan FROM raw.rvp_cases"
-                                     ).fetchall():
-        cases[case_id] = [plan, set()]
-    for case_id, interval in con.execute("SELECT case_id, \"interval\" FROM raw.rvp_intervals"
-                                         ).fetchall():
-        cases[case_id][1].add(interval)
-    candidates = {
-        (s, c): CandidateInfo(m, frozenset(steps or []))
-        for s, c, m, steps in con.execute(
-            "SELECT system, case_id, modality, step_ids FROM raw.rvp_candidates").fetchall()}
-    evidence: dict[str, set[str]] = {}
-    for ev, eid in con.execute("SELECT evaluation_id, evidence_id FROM raw.rvp_evidence_frames "
-                               "UNION ALL SELECT evaluation_id, evaluation_id || '#SB' || "
-                               "storyboard_no FROM raw.rvp_storyboards").fetchall():
-        evidence.setdefault(ev, set()).add(eid)
-    prints = dict(con.execute("SELECT case_id, fingerprint FROM raw.rvp_gt_fingerprints"
-                              ).fetchall())
-    con.close()
-    return EvalContext(
-        systems=frozenset(s for s, _ in candidates),
-        cases={c: CaseInfo(bool(p), frozenset(i)) for c, (p, i) in cases.items()},
-        candidates=candidates,
-        evidence_ids={k: frozenset(v) for k, v in evidence.items()},
-        gt_fingerprints=prints,
-        refused=refused_cases(home),
-    )
-
-
 # --- reading files into records ------------------------------------------------------------
 
 
@@ -145,16 +106,11 @@ def _reject(sf: SourceFile, line: int | None, reason: str, raw: str | None) -> d
             "reason": reason, "raw": raw}
 
 
-def _read(sf: SourceFile, span: tuple[int, int, int] | None = None
-          ) -> Iterator[_Record | dict[str, Any]]:
+def _read(sf: SourceFile) -> Iterator[_Record | dict[str, Any]]:
     """The records of one file version (the drop-folder reader: streamed, strict JSON, a limit
-    per record), or reject rows for what cannot be read. `span`: (start, end, lines before) of
-    a piece of a .jsonl version whose bytes the caller checked: its lines only
-    (`records.jsonl_range`)."""
-    recs = (read_records(sf.path, sf.source_file, accept=(".json", ".jsonl"),
-                         max_record_bytes=MAX_RECORD_BYTES, sha256=sf.sha256)
-            if span is None else jsonl_range(sf.path, MAX_RECORD_BYTES, *span))
-    for rec in recs:
+    per record), or reject rows for what cannot be read."""
+    for rec in read_records(sf.path, sf.source_file, accept=(".json", ".jsonl"),
+                            max_record_bytes=MAX_RECORD_BYTES, sha256=sf.sha256):
         if rec.problem is not None:
             yield _reject(sf, rec.line, rec.problem, rec.raw)
         else:

@@ -11,7 +11,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from dagster_project.dropfolder import archive_versions, scan_drop_folder
-from dagster_project.records import NO_RECORDS
 from dagster_project.runner import materialize
 from dagster_project.rynn_vp import judgment_parts
 from dagster_project.rynn_vp.judgment_parts import (
@@ -237,49 +236,3 @@ def test_a_large_file_is_a_bin_of_its_own():
     or more is checked (and replayed) alone, the small files around it share bins, in order."""
     bins = judgment_parts._bins("abcdefg", [10, 100, 10, 10, 10, 10, 100], 30)
     assert bins == [["a"], ["b"], ["c", "d", "e"], ["f"], ["g"]]
-
-
-def _one_file_cases(drop: Drop) -> list:
-    """Single .jsonl versions to check in pieces: records with a BOM, blank and CRLF lines, a
-    broken line, one not UTF-8 and one over the record limit (`MAX_RECORD_BYTES` set low);
-    blank lines only; one record."""
-    good = judgment()
-    lines = [json.dumps(judgment(attempt=a)) for a in range(1, 30)]
-    body = ("\n\n".join(lines[:10]) + "\r\n" + "\n".join(lines[10:20]) + "\n{broken\n"
-            + "x" * 3000 + "\n" + "\n".join(lines[20:]) + "\n").encode()
-    return [drop.write("bom.jsonl", b"\xef\xbb\xbf" + body[:200] + b"\xff\xfe\n" + body[200:]),
-            drop.write("blank.jsonl", "\n \n\t\n" * 50),
-            drop.write("one.JSONL", json.dumps(good))]
-
-
-def test_one_large_file_is_checked_in_pieces_into_the_same_part(tmp_path, monkeypatch):
-    """A lone new .jsonl version is checked by two processes, each a piece of whole lines, its
-    part joined from their pieces: the bytes of the part one process writes, lines numbered
-    alike, whatever the number of pieces (over-limit lines, a BOM, a file without records)."""
-    from dagster_project.lifeline import process_pool
-
-    monkeypatch.setattr("dagster_project.rynn_vp.judgment_records.MAX_RECORD_BYTES", 2048)
-    files = _one_file_cases(Drop(tmp_path / "drop"))
-    alone, _ = sync_parts(judgment_store(tmp_path / "alone"), files, CTX)
-    monkeypatch.setattr(judgment_parts, "PARALLEL_BYTES", 0)
-    monkeypatch.setattr(judgment_parts, "WORKERS", 2)
-    split, pieces_of = [], judgment_parts._Pieces
-    monkeypatch.setattr(judgment_parts, "_Pieces", type("Counted", (pieces_of,), {
-        "result": lambda self: split.append(len(self.paths)) or pieces_of.result(self)}))
-    owner = {eid: ev for ev, ids in CTX.evidence_ids.items() for eid in ids}
-    for i, sf in enumerate(files):
-        store = judgment_store(tmp_path / f"spread{i}")
-        spread, written = sync_parts(store, [sf], CTX)
-        assert len(written) == 1 and spread[sf].read_bytes() == alone[sf].read_bytes(), sf
-        assert not [p for p in store.folder.iterdir() if p.suffix == ".tmp"]  # pieces gone
-        with process_pool(2) as pool:
-            for n in (3, 7):
-                pieces = pieces_of(pool, (CTX, owner, store), store, f"n{n}", sf, n)
-                assert pieces.result()[0][1] == pq.ParquetFile(alone[sf]).metadata.num_rows
-                assert store.path(f"n{n}").read_bytes() == alone[sf].read_bytes(), (sf, n)
-    assert split == [2, 2, 1]  # a file of one line is one piece
-    rows = pq.read_table(alone[files[0]]).to_pylist()
-    # the bytes not UTF-8 end line 1 (the rest of its record is line 2); then "{broken" and the
-    # over-limit line
-    assert [r["line"] for r in rows if r["problem"]] == [1, 2, 31, 32] and len(rows) == 32
-    assert [r["problem"] for r in pq.read_table(alone[files[1]]).to_pylist()] == [NO_RECORDS]

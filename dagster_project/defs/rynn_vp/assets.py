@@ -69,12 +69,14 @@ from dagster_project.rynn_vp.judge import judge_step
 from dagster_project.rynn_vp.judge_client import ledger_tables
 from dagster_project.rynn_vp.judgment_parts import (
     CHECKS_VERSION,
+    CONTEXT_INPUTS,
     Incomplete,
     check_parts,
     complete,
+    eval_context,
     judgment_store,
 )
-from dagster_project.rynn_vp.judgment_records import CONTEXT_INPUTS, SourceFile, eval_context
+from dagster_project.rynn_vp.judgment_records import SourceFile
 from dagster_project.rynn_vp.judgments import JUDGMENT_TABLES, judgment_table_stores, write_tables
 from dagster_project.rynn_vp.packets import (
     PACKET_INPUTS,
