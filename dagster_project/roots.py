@@ -118,20 +118,23 @@ class Root:
         files: dict[str, os.stat_result | None] = {}
         escapes: list[Escape] = []
         st = os.stat(start)
-        # each folder to list, with the (device, inode) of it and of the folders above it
-        stack = [(start, frozenset({(st.st_dev, st.st_ino)}))]
+        # each folder to list: its path, its name relative to the root (with a trailing "/",
+        # joined to each entry's name as a string: pathlib per entry cost most of a walk), and
+        # the (device, inode) of it and of the folders above it
+        prefix = "" if start == self.path else self.rel(start) + "/"
+        stack = [(str(start), prefix, frozenset({(st.st_dev, st.st_ino)}))]
         while stack:
-            current, above = stack.pop()
+            current, prefix, above = stack.pop()
             with os.scandir(current) as it:
                 found = list(it)
             for entry in found:
                 if not hidden and entry.name.startswith("."):
                     continue
-                path = Path(entry.path)
+                rel = prefix + entry.name
                 if entry.is_symlink():
-                    why = self.escape(path)
+                    why = self.escape(Path(entry.path))
                     if why is not None:
-                        escapes.append(Escape(self.rel(path), why))
+                        escapes.append(Escape(rel, why))
                         continue
                 try:
                     entry_st: os.stat_result | None = entry.stat()
@@ -140,11 +143,11 @@ class Root:
                 if entry_st is not None and stat.S_ISDIR(entry_st.st_mode):
                     key = (entry_st.st_dev, entry_st.st_ino)
                     if key not in above:
-                        stack.append((path, above | {key}))
+                        stack.append((entry.path, rel + "/", above | {key}))
                     continue
                 if entry_st is not None and not stat.S_ISREG(entry_st.st_mode):
                     entry_st = None
-                files[self.rel(path)] = entry_st
+                files[rel] = entry_st
         return Walk(dict(sorted(files.items())), sorted(escapes, key=lambda e: e.rel))
 
     def count_files(self, folder: Path) -> int:
