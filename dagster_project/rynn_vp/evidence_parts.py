@@ -37,9 +37,14 @@ from dagster_project.tables import (
     resolved_path,
     rows_to_table,
     stored_path,
+    table_files,
     table_path,
 )
 
+# the raw tables `case_inputs` reads (`rvp_intervals` through its view): with the code, what the
+# step's `inputs` digest is made of (`defs/rynn_vp/assets.rvp_evidence`)
+EVIDENCE_INPUTS = ("rvp_snapshot", "rvp_checksums", "rvp_media", "rvp_cases", "rvp_intervals",
+                   "rvp_candidates")
 REJECTS = "rvp_rejects/rvp_evidence"  # this stage's folder of the shared rejects table
 _ROWS = {"rvp_evidence_frames": "frames", "rvp_storyboards": "storyboards",
          "rvp_evaluations": "evaluations"}
@@ -120,6 +125,26 @@ def _unchanged(stores: dict[str, PartStore], key: str, home: Path, case_id: str)
               for p in pq.ParquetFile(stores[name].path(key)).read(columns=["image_path"])
               .column(0).to_pylist()]
     return all(os.path.isfile(resolved_path(p, home) or "") for p in images)
+
+
+def images_untouched(home: Path) -> bool:
+    """Whether no folder of the evidence images (`$BENCHLAKE_HOME/evidence/`) changed since the
+    newest evidence part was written: `_unchanged` for every case at once, one walk of the
+    folders and no part read (a step whose inputs are the same then describes its tables
+    again). An image removed or added since changes its folder's modification time."""
+    try:
+        written = max(f.stat().st_mtime_ns for table in EVIDENCE_TABLES
+                      for f in table_files(home, table))
+        folders = [str(home / "evidence")]
+        newest = 0
+        while folders:
+            folder = folders.pop()
+            newest = max(newest, os.stat(folder).st_mtime_ns)
+            with os.scandir(folder) as entries:
+                folders.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
+    except (OSError, ValueError):  # no part, or no images yet: the step runs
+        return False
+    return newest <= written
 
 
 def _previous(stores: dict[str, PartStore], case_id: str, home: Path) -> dict[str, dict]:

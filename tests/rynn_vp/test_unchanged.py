@@ -11,8 +11,9 @@ from dagster_project.status import mark_started, mark_written, remember_inputs, 
 from dagster_project.tables import atomic_write_bytes, table_path
 from tests.conftest import copy_home, table_identities
 
+EVIDENCE = ("rvp_evaluations", "rvp_evidence_frames", "rvp_storyboards")
 # the Python steps of the group, and what they write (the views are not needed here)
-STEPS = ("rvp_checksums", "rvp_media", "rvp_candidates", "rvp_judge_packets",
+STEPS = ("rvp_checksums", "rvp_media", "rvp_candidates", *EVIDENCE, "rvp_judge_packets",
          "rvp_judgment_files", "rvp_judgments")
 SELECT = ("key:raw_rvp_snapshot or key:raw_rvp_checksums or key:raw_rvp_media or "
           "key:raw_rvp_cases or key:raw_rvp_candidates or key:rvp_intervals or "
@@ -69,13 +70,14 @@ def test_nothing_changed_rewrites_nothing_and_a_changed_input_is_read(
     assert again.success
     assert table_identities(home, STEPS) == before  # no table written again
     # what a run did: nothing, this time
-    work = {"units_built", "file_versions_checked", "segments_written"}
+    work = {"units_built", "file_versions_checked", "segments_written", "parts_written",
+            "parts_removed", "evaluations_extracted"}
     for name in STEPS:  # described as when written
         now, then = _metadata(again, name), _metadata(first, name)
         assert {k: v for k, v in now.items() if k not in work} == {
             k: v for k, v in then.items() if k not in work}, name
         assert all(now[k] == 0 for k in work & now.keys())
-    assert {"units_built", "file_versions_checked"} <= {
+    assert {"units_built", "file_versions_checked", "evaluations_extracted"} <= {
         k for name in STEPS for k in _metadata(again, name)}
     evidence = sorted((home / "evidence").rglob("*.jpg"))
     stamps = {p: p.stat().st_mtime_ns for p in evidence}
@@ -90,7 +92,10 @@ def test_nothing_changed_rewrites_nothing_and_a_changed_input_is_read(
     outcome = materialize(settings, SELECT, checks=False)
     assert outcome.success and gone.is_file() and panel.is_file()
     assert _metadata(outcome, "rvp_evaluations")["parts_written"] == 2  # those cases, same keys
-    assert table_identities(home, STEPS) == before
+    others = [s for s in STEPS if s not in EVIDENCE]  # the evidence's two parts written again
+    assert table_identities(home, others) == {s: before[s] for s in others}
+    again = materialize(settings, SELECT, checks=False)  # and now described again, unread
+    assert _metadata(again, "rvp_evaluations")["parts_written"] == 0
 
     # a snapshot file changed: its checksum is verified again and the case refused
     task = sorted(rynn_vp_copy.glob("cases/*/task.json"))[0]
@@ -139,3 +144,31 @@ def test_run_history_is_dagsters_own_files(demo_inputs, tmp_path):
         latest = own.get_latest_materialization_event(key)
         assert latest is not None and latest.run_id == runs[-1].run_id
         assert len(own.all_logs(runs[0].run_id)) == len(instance.all_logs(runs[0].run_id)) > 10
+
+
+def test_images_untouched_until_a_folder_of_images_changes_after_the_parts(tmp_path):
+    """The evidence step describes its tables again only while no folder of images changed
+    after the newest part: a removed or added image (its folder's time) makes it run."""
+    import os
+
+    from dagster_project.rynn_vp.evidence_parts import images_untouched
+
+    home = tmp_path / "home"
+    panel = home / "evidence" / "case-1" / "sys" / "P01.jpg"
+    panel.parent.mkdir(parents=True)
+    panel.write_bytes(b"jpg")
+    assert not images_untouched(home)  # no part yet
+    parts = [table_path(home, t, "case-1") for t in EVIDENCE]
+    for part in parts:
+        atomic_write_bytes(part, b"part")
+    assert images_untouched(home)
+    panel.unlink()  # after the parts
+    later = max(p.stat().st_mtime_ns for p in parts) + 1_000_000
+    os.utime(panel.parent, ns=(later, later))  # whatever the clock's resolution
+    assert not images_untouched(home)
+    os.utime(parts[0], ns=(later, later))  # the case's parts written again after its images
+    assert images_untouched(home)
+    os.utime(home / "evidence", ns=(later + 1, later + 1))  # a case folder added or removed
+    assert not images_untouched(home)
+    shutil.rmtree(home / "evidence")
+    assert not images_untouched(home)  # no images: the step runs

@@ -21,7 +21,6 @@ from dagster_project.defs.resources import (
     demo_generator,
     describe_written,
     described_again,
-    parts_result,
     raw_key,
     started,
     step_inputs,
@@ -48,7 +47,12 @@ from dagster_project.rynn_vp.checksums import (
     verify_snapshot,
 )
 from dagster_project.rynn_vp.evidence import EVIDENCE_POLICY_VERSION, EVIDENCE_TABLES
-from dagster_project.rynn_vp.evidence_parts import accepted_cases, sync_evidence
+from dagster_project.rynn_vp.evidence_parts import (
+    EVIDENCE_INPUTS,
+    accepted_cases,
+    images_untouched,
+    sync_evidence,
+)
 from dagster_project.rynn_vp.fingerprint import (
     FINGERPRINTS_SCHEMA,
     GT_INPUT_FILES,
@@ -293,16 +297,22 @@ def rvp_evidence(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     """The card's evidence policy for every evaluation (system x case), ≤ 50 source frames each,
     one part per case keyed by the case's inputs (`rynn_vp/evidence_parts.py`): an unchanged
     case is not touched, a changed one decodes only the evaluations whose inputs changed
-    (`evaluations_extracted`), fanned out over two processes."""
-    started(context, benchlake)
+    (`evaluations_extracted`), fanned out over two processes. Nothing is read while the raw
+    tables it reads, the code and the evidence images are as when its tables were written."""
     s = benchlake.settings()
+    inputs = step_inputs(EVIDENCE_POLICY_VERSION,
+                         {t: content_version(s.home, t) for t in EVIDENCE_INPUTS})
+    if images_untouched(s.home) and (
+            done := described_again(context, benchlake, inputs, *EVIDENCE_TABLES)):
+        yield from done
+        return
+    started(context, benchlake)
     result = sync_evidence(s.home, context.log.info, ray_address=s.ray_address)
     for table in EVIDENCE_TABLES:
-        extra = ({"evaluations_extracted": result.extracted} if table == "rvp_evaluations"
-                 else {})
-        yield parts_result(context, benchlake, table, cases=result.cases,
-                           parts_written=len(result.built), parts_removed=len(result.removed),
-                           **extra)
+        work = {"parts_written": len(result.built), "parts_removed": len(result.removed),
+                **({"evaluations_extracted": result.extracted}
+                   if table == "rvp_evaluations" else {})}
+        yield describe_written(context, benchlake, table, inputs, work, cases=result.cases)
 
 
 REJECTING_STAGES = ("rvp_checksums", "rvp_media", "rvp_cases", "rvp_candidates",
