@@ -194,6 +194,13 @@ class EvidenceResult:
     removed: list[str] = field(default_factory=list)
     extracted: int = 0  # evaluations decoded now
 
+    def work(self, table: str) -> dict[str, int]:
+        """What this run did, as the UI shows it for evidence table `table`."""
+        done = {"parts_written": len(self.built), "parts_removed": len(self.removed)}
+        if table == "rvp_evaluations":
+            done["evaluations_extracted"] = self.extracted
+        return done
+
 
 def sync_evidence(home: Path, log: Callable[[str], None] = lambda _: None,
                   workers: int = 2, ray_address: str = "") -> EvidenceResult:

@@ -256,7 +256,7 @@ def rvp_candidates(context: dg.AssetExecutionContext, benchlake: BenchlakeSettin
     """Candidates found under CANDIDATES_DIR: `<system>/<case_id>/candidate.mp4` (video) or
     `<system>/<case_id>/steps/<step_id>.(png|jpg)` (ordered images), with fingerprints,
     durations / step counts; every other file there is a reject with its reason. Nothing is
-    read again while no file there changed and the accepted and refused cases are the same."""
+    read again while no file there and no accepted or refused case changed."""
     s = benchlake.settings()
     if s.uses_demo_candidates():
         demo_generator().ensure_candidates_demo(s)
@@ -294,11 +294,10 @@ def rvp_candidates(context: dg.AssetExecutionContext, benchlake: BenchlakeSettin
     ],
 )
 def rvp_evidence(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
-    """The card's evidence policy for every evaluation (system x case), ≤ 50 source frames each,
-    one part per case keyed by the case's inputs (`rynn_vp/evidence_parts.py`): an unchanged
-    case is not touched, a changed one decodes only the evaluations whose inputs changed
-    (`evaluations_extracted`), fanned out over two processes. Nothing is read while the raw
-    tables it reads, the code and the evidence images are as when its tables were written."""
+    """The card's evidence policy for every evaluation, ≤ 50 source frames each,
+    a part per case keyed by its inputs (`rynn_vp/evidence_parts.py`): a changed case decodes
+    only its evaluations whose inputs changed, over two processes. Nothing is read while the
+    raw tables it reads, the code and the images did not change since it wrote."""
     s = benchlake.settings()
     inputs = step_inputs(EVIDENCE_POLICY_VERSION,
                          {t: content_version(s.home, t) for t in EVIDENCE_INPUTS})
@@ -309,10 +308,8 @@ def rvp_evidence(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings
     started(context, benchlake)
     result = sync_evidence(s.home, context.log.info, ray_address=s.ray_address)
     for table in EVIDENCE_TABLES:
-        work = {"parts_written": len(result.built), "parts_removed": len(result.removed),
-                **({"evaluations_extracted": result.extracted}
-                   if table == "rvp_evaluations" else {})}
-        yield describe_written(context, benchlake, table, inputs, work, cases=result.cases)
+        yield describe_written(context, benchlake, table, inputs, result.work(table),
+                               cases=result.cases)
 
 
 REJECTING_STAGES = ("rvp_checksums", "rvp_media", "rvp_cases", "rvp_candidates",
@@ -323,9 +320,8 @@ REJECTING_STAGES = ("rvp_checksums", "rvp_media", "rvp_cases", "rvp_candidates",
           deps=[raw_key(t) for t in REJECTING_STAGES])
 def rvp_rejects(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Every input the Rynn-VP ingest refused, with the file and why. Each stage writes its own
-    part as it refuses (`tables/raw/rvp_rejects/<stage>.parquet`, the evidence one per case
-    with rejects); this asset comes after them all, so the view is built once all are
-    written, and says how many there are."""
+    part as it refuses (`tables/raw/rvp_rejects/<stage>.parquet`, the evidence's per case);
+    this asset comes after them all and counts them."""
     started(context, benchlake)
     home = benchlake.settings().home
     schema_part = table_path(home, "rvp_rejects", "_schema")
@@ -383,13 +379,12 @@ JUDGMENT_RECORD_TABLES = {"rvp_judgment_files": VERSIONS_SCHEMA, **JUDGMENT_TABL
            for name in JUDGMENT_RECORD_TABLES],
 )
 def rvp_judgment_records(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
-    """Reads every version of every file in JUDGMENTS_DIR (and in `$BENCHLAKE_HOME/judge/
+    """Reads every version of every file in JUDGMENTS_DIR (and `$BENCHLAKE_HOME/judge/
     judgments/`, where `benchlake judge` writes) once (`judgment_parts`: a version checked in
-    this context before is replayed from its part): judgment records (validated; every attempt
-    kept, stg_rvp_judgments marks the final), their hallucinations, GT compilations
-    (gt_compilations/), the stages each evaluation ran, and every refused record with its
-    file, line, reason and raw text; a part per segment of files, from the first new file on.
-    Nothing is read while the inputs are the same."""
+    this context before is replayed from its part): judgment records (every attempt kept,
+    stg_rvp_judgments marks the final), hallucinations, GT compilations (gt_compilations/), the
+    stages each evaluation ran and every refused record (file, line, reason, raw text); a part
+    per segment of files. Nothing is read while the inputs are the same."""
     s = benchlake.settings()
     if s.uses_demo_judgments():
         demo_generator().ensure_judgments_demo(s)
