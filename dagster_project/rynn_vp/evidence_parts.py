@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,8 +119,8 @@ def _unchanged(stores: dict[str, PartStore], key: str, home: Path, case_id: str)
         written = min(stores[t].path(key).stat().st_mtime_ns for t in EVIDENCE_TABLES)
     except OSError:
         return False
-    folders = [os.stat(top).st_mtime_ns for top, _, _ in os.walk(home / "evidence" / case_id)]
-    if folders and max(folders) <= written:
+    newest = _newest_folder(home / "evidence" / case_id)
+    if newest is not None and newest <= written:
         return True
     images = [p for name in ("rvp_evidence_frames", "rvp_storyboards")
               for p in pq.ParquetFile(stores[name].path(key)).read(columns=["image_path"])
@@ -131,20 +132,27 @@ def images_untouched(home: Path) -> bool:
     """Whether no folder of the evidence images (`$BENCHLAKE_HOME/evidence/`) changed since the
     newest evidence part was written: `_unchanged` for every case at once, one walk of the
     folders and no part read (a step whose inputs are the same then describes its tables
-    again). An image removed or added since changes its folder's modification time."""
+    again)."""
     try:
         written = max(f.stat().st_mtime_ns for table in EVIDENCE_TABLES
                       for f in table_files(home, table))
-        folders = [str(home / "evidence")]
-        newest = 0
-        while folders:
-            folder = folders.pop()
-            newest = max(newest, os.stat(folder).st_mtime_ns)
-            with os.scandir(folder) as entries:
-                folders.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
-    except (OSError, ValueError):  # no part, or no images yet: the step runs
+    except (OSError, ValueError):  # no part yet: the step runs
         return False
-    return newest <= written
+    newest = _newest_folder(home / "evidence")
+    return newest is not None and newest <= written
+
+
+def _newest_folder(top: Path) -> int | None:
+    """The latest modification time of `top` and of every folder under it (links not
+    followed), None if `top` is not there. Removing or adding a file changes its folder's."""
+    try:
+        newest = os.stat(top).st_mtime_ns
+    except OSError:
+        return None
+    for folder, _, _ in os.walk(top):
+        with suppress(OSError):  # a folder gone meanwhile
+            newest = max(newest, os.stat(folder).st_mtime_ns)
+    return newest
 
 
 def _previous(stores: dict[str, PartStore], case_id: str, home: Path) -> dict[str, dict]:
