@@ -15,17 +15,38 @@ What a unit's digest covers:
   first evaluation of the case holds them (the same files for all), its intervals, variables
   and GT reference. The evidence policy's version is in its key (the shared images are made by
   it), beside the prompts' key.
+
+What is digested is kept (`kept`, under `cache/`) per case, with the names and sizes of the
+case's parts in the tables kept one part per case (`PER_CASE`; `tables.content_version`: a part's
+name holds the key of what it was built from). A run that changed one candidate digests that
+case's units only, reading its three parts: every case's units are digested again, all parts
+read, when a table the query reads whole (the cases, intervals, GT fingerprints and
+compilations) or the query changed, and when nothing was kept. On the full-size home that is
+0.43 → 0.10 s of the packets step of a run that changed one candidate.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
-from dagster_project.tables import connect_raw, raw_schema, table_files
+import orjson
+
+from dagster_project.parts import SCHEMA_PART, PartStore, digest
+from dagster_project.tables import (
+    atomic_write_bytes,
+    connect_raw,
+    content_version,
+    raw_schema,
+    table_files,
+    table_path,
+)
 
 # The raw tables a packet is built from (their assets are the packets' dependencies).
 PACKET_INPUTS = ("rvp_cases", "rvp_gt_fingerprints", "rvp_gt_compilations", "rvp_evaluations",
                  "rvp_evidence_frames", "rvp_intervals", "rvp_storyboards")
+# those of them kept in parts labelled by case (`evidence_parts`); the query reads the others whole
+PER_CASE = ("rvp_evaluations", "rvp_evidence_frames", "rvp_storyboards")
 
 _DIGESTS = r"""
 WITH evaluations AS MATERIALIZED (SELECT * FROM raw.rvp_evaluations),
@@ -66,7 +87,7 @@ intervals AS (
                                             'label': label})::VARCHAR, chr(10) ORDER BY ordinal))
                AS rows_digest
     FROM raw.rvp_intervals GROUP BY case_id)
-SELECT '_gt.' || case_id AS label,
+SELECT '_gt.' || case_id AS label, case_id,
        to_json({'variables': v.variables, 'gt_reference': r.gt_ref,
                 'intervals': i.rows_digest, 'shared': sh.rows_digest})::VARCHAR AS made_of
 FROM gt_ref AS r
@@ -74,7 +95,7 @@ LEFT JOIN variables AS v USING (case_id)
 LEFT JOIN intervals AS i USING (case_id)
 LEFT JOIN shared AS sh USING (case_id)
 UNION ALL BY NAME
-SELECT e.evaluation_id AS label,
+SELECT e.evaluation_id AS label, e.case_id,
        to_json({'evaluation': e, 'variables': v.variables, 'gt_reference': r.gt_ref,
                 'frames': f.rows_digest, 'storyboards': b.rows_digest})::VARCHAR AS made_of
 FROM evaluations AS e
@@ -82,23 +103,72 @@ LEFT JOIN variables AS v USING (case_id)
 LEFT JOIN gt_ref AS r USING (case_id)
 LEFT JOIN frames AS f USING (evaluation_id)
 LEFT JOIN boards AS b USING (evaluation_id)
-ORDER BY label[1:4] <> '_gt.', label
 """
 
 
-def unit_digests(home: Path) -> list[tuple[str, str]]:
+def unit_digests(home: Path, kept: Path | None = None) -> list[tuple[str, str]]:
     """(label, what the unit is made of) of every packet unit, in the packets table's order: the
     GT packet of each case with an evaluation (`_gt.<case_id>`), then each evaluation (its id).
-    Empty while there is no evaluation table."""
+    Empty while there is no evaluation table. `kept`: the file keeping the digests per case
+    (see the module notes); read, and written again when a case was digested now."""
+    import duckdb
+
     if not table_files(home, "rvp_evaluations"):
         return []
-    con = connect_raw(home, PACKET_INPUTS, stored=True)  # paths relative to the home
+    whole = digest(_DIGESTS, duckdb.__version__,
+                   [content_version(home, t) for t in PACKET_INPUTS if t not in PER_CASE])
+    cases = _case_parts(home)
+    before = _read_kept(kept, whole) if kept is not None and cases is not None else {}
+    todo = None if cases is None or not before else sorted(
+        label for label, names in cases.items() if before.get(label, {}).get("parts") != names)
+    units: dict[str, list[list[str]]] = {label: before[label]["units"] for label in cases or ()
+                                         if todo is not None and label not in todo}
+    if todo is None or todo:
+        for label, case_id, made_of in _query(home, todo):
+            units.setdefault(PartStore.safe_label(case_id), []).append([label, made_of])
+    if kept is not None and cases is not None and todo != []:
+        atomic_write_bytes(kept, orjson.dumps({"whole": whole, "cases": {
+            label: {"parts": names, "units": sorted(units.get(label, []))}
+            for label, names in sorted(cases.items())}}))
+    # the query's order (`label[1:4] <> '_gt.', label`: DuckDB compares strings by code point)
+    return sorted(((label, made_of) for rows in units.values() for label, made_of in rows),
+                  key=lambda unit: (not unit[0].startswith("_gt."), unit[0]))
+
+
+def _case_parts(home: Path) -> dict[str, list[str]] | None:
+    """Per case (its parts' label), the names and sizes of its parts in the `PER_CASE` tables;
+    None when one of them is a single file (no case's rows can be read apart)."""
+    cases: dict[str, list[str]] = {}
+    for name in PER_CASE:
+        if table_path(home, name).exists():
+            return None
+        for path in table_files(home, name):
+            if path.stem != SCHEMA_PART:  # named and sized, as `content_version` has them
+                cases.setdefault(PartStore.label_of(path.stem), []).append(
+                    f"{name}/{path.stem}:{path.stat().st_size}")
+    return cases
+
+
+def _read_kept(kept: Path, whole: str) -> dict[str, dict]:
+    """The digests kept per case, if they were made by the same query over the same whole
+    tables; else (or unreadable) none."""
+    with contextlib.suppress(OSError, orjson.JSONDecodeError, TypeError, AttributeError):
+        data = orjson.loads(kept.read_bytes())
+        if data.get("whole") == whole:
+            return data["cases"]
+    return {}
+
+
+def _query(home: Path, cases: list[str] | None) -> list[tuple[str, str, str]]:
+    """(label, case id, made of) of the units of `cases` (part labels; None: of every case)."""
+    con = connect_raw(home, PACKET_INPUTS, None if cases is None else dict.fromkeys(
+        PER_CASE, cases), stored=True)  # paths relative to the home
     try:
         views = {v for (v,) in con.execute(
             "SELECT view_name FROM duckdb_views() WHERE schema_name = 'raw'").fetchall()}
         for name in set(PACKET_INPUTS) - views:  # not written yet (no judgment: nothing cached)
             con.register(f"empty_{name}", raw_schema(name).empty_table())
             con.execute(f"CREATE VIEW raw.{name} AS SELECT * FROM empty_{name}")
-        return [(label, made_of) for label, made_of in con.execute(_DIGESTS).fetchall()]
+        return con.execute(_DIGESTS).fetchall()
     finally:
         con.close()

@@ -386,7 +386,7 @@ def sync_packets(home: Path, packets_dir: Path, prompts: Prompts,
     # the shared images of a GT packet are made from the case's sources by the evidence policy
     keys = {label: store.key(label, prompt_key, EVIDENCE_POLICY_VERSION
                              if label.startswith("_gt.") else None, made_of)
-            for label, made_of in unit_digests(home)}
+            for label, made_of in unit_digests(home, store.folder.with_name("packet_keys.json"))}
     built = {label for label, key in keys.items() if not store.has(key)}
     _build_units(built, keys, store, home, packets_dir, prompts)
     table = store.read(list(keys.values()), PACKETS_SCHEMA)
