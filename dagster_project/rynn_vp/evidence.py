@@ -184,7 +184,8 @@ def build_case_evidence(inp: CaseInputs, out_dir, quality: int = 90,
     `previous` (evaluation_id → its earlier "evaluation" row, "frames" and "storyboards") lets
     an evaluation whose `inputs_fingerprint` is unchanged and whose images are all still there
     keep its rows without decoding anything; S0 and the GT anchors are only decoded when some
-    evaluation needs them. `home`: the warehouse the paths are stored relative to."""
+    evaluation needs them and none is kept (a kept one holds them, their images written by the
+    same case inputs). `home`: the warehouse the paths are stored relative to."""
     from dagster_project.media.extract import extract_frames
     from dagster_project.media.packet_index import VideoError, index_video
 
@@ -230,15 +231,20 @@ def build_case_evidence(inp: CaseInputs, out_dir, quality: int = 90,
     case_fp = case_fingerprint(inp, home)
     previous = previous or {}
     extracted: list[str] = []
-    shared: list[dict] | None = None
+    fingerprints = {cand["system"]: evaluation_fingerprint(case_fp, cand, home)
+                    for cand in inp.candidates}
+    kept = {system: old for system in fingerprints
+            if (old := previous.get(f"{system}/{inp.case_id}")) is not None
+            and old["evaluation"]["inputs_fingerprint"] == fingerprints[system]
+            and all(Path(r["image_path"]).is_file() for r in old["frames"] + old["storyboards"])}
+    # an evaluation kept holds the case's rows as its inputs (the case's among them) make them
+    shared = next((_shared_of(old["frames"]) for old in kept.values()), None)
     for cand in inp.candidates:
         system = cand["system"]
         evaluation_id = f"{system}/{inp.case_id}"
-        fingerprint = evaluation_fingerprint(case_fp, cand, home)
-        old = previous.get(evaluation_id)
-        if (old is not None and old["evaluation"]["inputs_fingerprint"] == fingerprint
-                and all(Path(r["image_path"]).is_file()
-                        for r in old["frames"] + old["storyboards"])):
+        fingerprint = fingerprints[system]
+        old = kept.get(system)
+        if old is not None:
             evaluations.append(old["evaluation"])
             frames.extend(old["frames"])
             boards.extend(old["storyboards"])
@@ -331,6 +337,15 @@ def build_case_evidence(inp: CaseInputs, out_dir, quality: int = 90,
                            "case_id": inp.case_id, **r})
     return {"frames": frames, "storyboards": boards, "evaluations": evaluations,
             "rejects": rejects, "extracted": extracted}
+
+
+def _shared_of(frames: list[dict]) -> list[dict]:
+    """The case-level rows (S0, the GT anchors) of an evaluation's frame rows, as
+    `build_case_evidence` makes them before they are an evaluation's."""
+    return [{**{k: v for k, v in r.items()
+                if k not in ("evidence_id", "evaluation_id", "system", "case_id")},
+             "suffix": r["evidence_id"][len(r["evaluation_id"]) + 1:]}
+            for r in frames if r["role"] in ("S0", "anchor")]
 
 
 # raw_rvp_evidence_frames, raw_rvp_storyboards, raw_rvp_evaluations: per case partition

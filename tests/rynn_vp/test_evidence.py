@@ -258,10 +258,12 @@ def test_only_changed_evaluations_are_extracted_again(demo_warehouse, demo_input
     assert len({p for p in rewritten if p.startswith("tables/")}) == len(gone) == 3
     assert content_version(home, "rvp_rejects") == rejects
     assert all(Path(p).name.startswith(f"{case_id}.") for p in gone)
+    # its evaluation's images only: S0 and the GT anchors are not decoded again (the case's
+    # other evaluations, kept, hold them)
+    assert len(list(cands.glob(f"*/{case_id}"))) > 1
     images = {p for p in rewritten if p.startswith("evidence/")}
-    assert images and all(p.startswith(f"evidence/{case_id}/") for p in images)
-    panels = {p for p in images if "/P" in p}  # S0 and anchors are written again, the same
-    assert panels and all(p.startswith(f"evidence/{case_id}/{system}/") for p in panels)
+    assert images and all(p.startswith(f"evidence/{case_id}/{system}/") for p in images)
+    assert {p for p in images if "/P" in p}
     con = connect_raw(home, ["rvp_evaluations"])  # this home's parts (no view rebuilt here)
     [(fingerprint,)] = con.execute("SELECT candidate_fingerprint FROM raw.rvp_evaluations "
                                    "WHERE system = ? AND case_id = ?", [system, case_id]
