@@ -151,10 +151,12 @@ def _case_parts(home: Path) -> dict[str, list[str]] | None:
 
 def _read_kept(kept: Path, whole: str) -> dict[str, dict]:
     """The digests kept per case, if they were made by the same query over the same whole
-    tables; else (or unreadable) none."""
+    tables; else (or unreadable, or not as written) none."""
     with contextlib.suppress(OSError, orjson.JSONDecodeError, TypeError, AttributeError):
         data = orjson.loads(kept.read_bytes())
-        if data.get("whole") == whole:
+        if data.get("whole") == whole and all(
+                isinstance(c.get("parts"), list) and isinstance(c.get("units"), list)
+                for c in data["cases"].values()):
             return data["cases"]
     return {}
 

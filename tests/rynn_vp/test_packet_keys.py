@@ -65,3 +65,9 @@ def test_kept_digests_are_the_whole_querys_and_only_a_changed_case_is_digested_a
     _changed(tmp_path / "cases.parquet", path, "instruction", "changed for the test")
     assert unit_digests(home, kept) == unit_digests(home) != fresh
     assert b"tampered" not in kept.read_bytes()
+    # a kept file that is not as written is not read: every case digested again
+    data = orjson.loads(kept.read_bytes())
+    del data["cases"][cases[2]]["units"]
+    for text in (b"{", b"[]", orjson.dumps(data)):
+        kept.write_bytes(text)
+        assert unit_digests(home, kept) == unit_digests(home)
