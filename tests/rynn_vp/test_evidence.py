@@ -12,12 +12,16 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
 from dagster_project.media.encode import read_frame_index
 from dagster_project.runner import materialize
-from dagster_project.tables import connect_raw, content_version
+from dagster_project.rynn_vp.evidence import MAX_SOURCE_FRAMES
+from dagster_project.rynn_vp.evidence_parts import source_frame_budget
+from dagster_project.tables import connect_raw, content_version, table_path
 from dagster_project.warehouse.catalog import connect
 from tests.conftest import copy_home, settings_for
 
@@ -118,6 +122,32 @@ def test_evidence_ids_are_unique_and_scoped(demo_warehouse):
     bad = con.execute("SELECT count(*) FROM rvp_evidence_frames "
                       "WHERE NOT starts_with(evidence_id, evaluation_id || '#')").fetchone()
     assert bad == (0,)
+
+
+def test_the_source_frame_budget_is_counted_again_only_when_the_parts_change(
+        demo_warehouse, tmp_path):
+    home = copy_home(demo_warehouse, tmp_path / "home").home
+    kept = tmp_path / "cache" / "budget.json"
+    con = connect_raw(home, ["rvp_evaluations"])
+    expected = con.execute(
+        f"SELECT count(*) FILTER (WHERE n_source_frames > {MAX_SOURCE_FRAMES}), "
+        "max(n_source_frames) FROM raw.rvp_evaluations").fetchone()
+    con.close()
+    assert expected[0] == 0 and source_frame_budget(home, kept) == expected
+    # the same parts (names and sizes): what was counted, no part opened
+    part = sorted(table_path(home, "rvp_evaluations", "_").parent.glob("*.*.parquet"))[0]
+    table = pq.read_table(part)
+    part.write_bytes(b"x" * part.stat().st_size)
+    assert source_frame_budget(home, kept) == expected
+    # the case built again (a part under a new name), one evaluation over the budget: counted
+    frames = table.column("n_source_frames").to_pylist()
+    frames[0] = MAX_SOURCE_FRAMES + 7
+    column = table.schema.get_field_index("n_source_frames")
+    pq.write_table(table.set_column(column, "n_source_frames",
+                                    pa.array(frames, table.schema.field(column).type)),
+                   part.with_name(f"{part.stem.rpartition('.')[0]}.{'e' * 16}.parquet"))
+    part.unlink()
+    assert source_frame_budget(home, kept) == (1, MAX_SOURCE_FRAMES + 7)
 
 
 def test_coverage_shows_missing_candidates(demo_warehouse):
