@@ -172,6 +172,26 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def read_kept(path: Path, version: str) -> Any:
+    """The value `keep` wrote to `path` under `version` (a work saver under `cache/`); None when
+    there is none, it was kept under another version, or the file is not as written."""
+    import orjson
+
+    try:
+        data = orjson.loads(Path(path).read_bytes())
+    except (OSError, ValueError):  # orjson's decode error is a ValueError
+        return None
+    return data.get("value") if isinstance(data, dict) and data.get("version") == version else None
+
+
+def keep(path: Path, version: str, value: Any) -> None:
+    """`value` (JSON-able) written to `path` atomically, under `version` (`read_kept`)."""
+    import orjson
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(Path(path), orjson.dumps({"version": version, "value": value}))
+
+
 PATH_METADATA = {b"benchlake.path": b"home-relative"}
 
 

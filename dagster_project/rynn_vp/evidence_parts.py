@@ -33,9 +33,10 @@ from dagster_project.rynn_vp.evidence import (
 from dagster_project.rynn_vp.snapshot import snapshot_root
 from dagster_project.tables import (
     Reject,
-    atomic_write_bytes,
     connect_raw,
     content_version,
+    keep,
+    read_kept,
     read_table,
     rejects_table,
     remove_stale_temps,
@@ -57,16 +58,13 @@ _ROWS = {"rvp_evidence_frames": "frames", "rvp_storyboards": "storyboards",
 
 def source_frame_budget(home: Path, kept: Path) -> tuple[int, int]:
     """(evaluations over `MAX_SOURCE_FRAMES` source frames, the most any has), over every part
-    of `rvp_evaluations`; kept in `kept` with the table's version (`content_version`: its
+    of `rvp_evaluations`; kept in `kept` under the table's version (`content_version`: its
     parts' names and sizes) and taken from there while the parts are the same: a run where
     nothing changed opens none of them (0.12-0.14 s for the full-size home's 201)."""
-    import orjson
-
     version = f"{content_version(home, 'rvp_evaluations')}:{MAX_SOURCE_FRAMES}"
-    with suppress(OSError, ValueError, TypeError, KeyError):
-        data = orjson.loads(kept.read_bytes())
-        if data["version"] == version:
-            return int(data["over"]), int(data["worst"])
+    counted = read_kept(kept, version)
+    if isinstance(counted, list) and len(counted) == 2:
+        return counted[0], counted[1]
     con = connect_raw(home, ["rvp_evaluations"])
     try:
         over, worst = con.execute(
@@ -74,8 +72,7 @@ def source_frame_budget(home: Path, kept: Path) -> tuple[int, int]:
             "coalesce(max(n_source_frames), 0) FROM raw.rvp_evaluations").fetchone()
     finally:
         con.close()
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(kept, orjson.dumps({"version": version, "over": over, "worst": worst}))
+    keep(kept, version, [over, worst])
     return over, worst
 
 

@@ -27,17 +27,16 @@ compilations) or the query changed, and when nothing was kept. On the full-size 
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Iterable
 from pathlib import Path
-
-import orjson
 
 from dagster_project.parts import SCHEMA_PART, PartStore, digest
 from dagster_project.tables import (
-    atomic_write_bytes,
     connect_raw,
     content_version,
+    keep,
     raw_schema,
+    read_kept,
     table_files,
     table_path,
 )
@@ -118,21 +117,25 @@ def unit_digests(home: Path, kept: Path | None = None) -> list[tuple[str, str]]:
     whole = digest(_DIGESTS, duckdb.__version__,
                    [content_version(home, t) for t in PACKET_INPUTS if t not in PER_CASE])
     cases = _case_parts(home)
-    before = _read_kept(kept, whole) if kept is not None and cases is not None else {}
-    todo = None if cases is None or not before else sorted(
-        label for label, names in cases.items() if before.get(label, {}).get("parts") != names)
-    units: dict[str, list[list[str]]] = {label: before[label]["units"] for label in cases or ()
-                                         if todo is not None and label not in todo}
-    if todo is None or todo:
-        for label, case_id, made_of in _query(home, todo):
+    if cases is None:  # a table in one file: every case digested, nothing kept
+        return _in_order((label, made_of) for label, _, made_of in _query(home, None))
+    before = _kept_cases(kept, whole) if kept is not None else {}
+    units = {label: before[label]["units"] for label, names in cases.items()
+             if before.get(label, {}).get("parts") == names}
+    todo = sorted(set(cases) - set(units))
+    if todo:  # none kept: every part read, not a list of them all
+        for label, case_id, made_of in _query(home, todo if units else None):
             units.setdefault(PartStore.safe_label(case_id), []).append([label, made_of])
-    if kept is not None and cases is not None and todo != []:
-        atomic_write_bytes(kept, orjson.dumps({"whole": whole, "cases": {
-            label: {"parts": names, "units": sorted(units.get(label, []))}
-            for label, names in sorted(cases.items())}}))
-    # the query's order (`label[1:4] <> '_gt.', label`: DuckDB compares strings by code point)
-    return sorted(((label, made_of) for rows in units.values() for label, made_of in rows),
-                  key=lambda unit: (not unit[0].startswith("_gt."), unit[0]))
+        if kept is not None:
+            keep(kept, whole, {label: {"parts": names, "units": sorted(units.get(label, []))}
+                               for label, names in sorted(cases.items())})
+    return _in_order((label, made_of) for rows in units.values() for label, made_of in rows)
+
+
+def _in_order(units: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The query's order: the GT packets, then the evaluations, each by label (DuckDB compares
+    strings by code point, as Python does)."""
+    return sorted(units, key=lambda unit: (not unit[0].startswith("_gt."), unit[0]))
 
 
 def _case_parts(home: Path) -> dict[str, list[str]] | None:
@@ -149,15 +152,14 @@ def _case_parts(home: Path) -> dict[str, list[str]] | None:
     return cases
 
 
-def _read_kept(kept: Path, whole: str) -> dict[str, dict]:
+def _kept_cases(kept: Path, whole: str) -> dict[str, dict]:
     """The digests kept per case, if they were made by the same query over the same whole
-    tables; else (or unreadable, or not as written) none."""
-    with contextlib.suppress(OSError, orjson.JSONDecodeError, TypeError, AttributeError):
-        data = orjson.loads(kept.read_bytes())
-        if data.get("whole") == whole and all(
-                isinstance(c.get("parts"), list) and isinstance(c.get("units"), list)
-                for c in data["cases"].values()):
-            return data["cases"]
+    tables and are as written (each case with its parts and units); else none."""
+    cases = read_kept(kept, whole)
+    if isinstance(cases, dict) and all(
+            isinstance(c, dict) and isinstance(c.get("parts"), list)
+            and isinstance(c.get("units"), list) for c in cases.values()):
+        return cases
     return {}
 
 

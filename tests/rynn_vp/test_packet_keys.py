@@ -19,7 +19,7 @@ from tests.conftest import copy_home
 def _tamper(kept: Path, case: str) -> None:
     """Every unit of `case` said to be made of something else, in the kept file only."""
     data = orjson.loads(kept.read_bytes())
-    for unit in data["cases"][case]["units"]:
+    for unit in data["value"][case]["units"]:
         unit[1] = "tampered"
     kept.write_bytes(orjson.dumps(data))
 
@@ -40,7 +40,7 @@ def test_kept_digests_are_the_whole_querys_and_only_a_changed_case_is_digested_a
     full = unit_digests(home)
     assert full[0][0].startswith("_gt.") and not full[-1][0].startswith("_gt.")
     assert unit_digests(home, kept) == full  # nothing kept yet: every case digested
-    cases = sorted(orjson.loads(kept.read_bytes())["cases"])
+    cases = sorted(orjson.loads(kept.read_bytes())["value"])
     assert len(cases) > 2
     assert unit_digests(home, kept) == full  # all taken as kept
     # a case's parts changed: that case digested again, the others taken as kept (the tampered
@@ -67,7 +67,7 @@ def test_kept_digests_are_the_whole_querys_and_only_a_changed_case_is_digested_a
     assert b"tampered" not in kept.read_bytes()
     # a kept file that is not as written is not read: every case digested again
     data = orjson.loads(kept.read_bytes())
-    del data["cases"][cases[2]]["units"]
+    del data["value"][cases[2]]["units"]
     for text in (b"{", b"[]", orjson.dumps(data)):
         kept.write_bytes(text)
         assert unit_digests(home, kept) == unit_digests(home)
