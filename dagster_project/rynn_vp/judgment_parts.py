@@ -8,9 +8,10 @@ is accepted (judgment, hallucinations, stages, GT compilation: Arrow structs and
 `judgments.write_tables` then replays the parts in file order for what depends on more than one
 record (repeats, conflicts, the final attempt), deciding on the keys alone and taking the rows
 of the accepted records as they are: no file is parsed, validated or made into rows again. A
-part is keyed by the version, a fingerprint of the context (systems, cases, candidates,
-evidence ids, GT fingerprints) and `CHECKS_VERSION`, so new candidates or evidence check every
-record again.
+part is named for the version, a fingerprint of the context it was checked in (systems, cases,
+candidates, evidence ids, GT fingerprints) and `CHECKS_VERSION`, and kept when the context
+changes while what its check looked up in it is the same (`judgment_lookups`): a new system, or a
+replaced candidate, checks again the files whose records name it, not every file.
 
 The parts live under `$BENCHLAKE_HOME/cache/judgment_parts/`, not under `tables/`: no view reads
 them (the judgment tables are what `ingest` makes of them), they only save reading and checking
@@ -34,6 +35,7 @@ from dagster_project.filecache import Identity
 from dagster_project.lifeline import process_pool
 from dagster_project.parts import PartStore, digest
 from dagster_project.rynn_vp.ingest import refused_cases
+from dagster_project.rynn_vp.judgment_lookups import Lookups, as_json, traced
 from dagster_project.rynn_vp.judgment_records import (
     METRIC_COLUMNS,
     CandidateInfo,
@@ -175,9 +177,12 @@ def _without_default_kind(obj: dict[str, Any], value: str) -> str:
     return canonical_json({k: v for k, v in obj.items() if k != "attempt_kind"})
 
 
-def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key: str) -> int:
-    """Read and check one file version into part `key`; the number of rows."""
+def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key: str
+               ) -> tuple[int, list[list[Any]]]:
+    """Read and check one file version into part `key`; the number of rows, and what the checks
+    looked up in the context (`judgment_lookups`)."""
     n = 0
+    ctx, owner_of, seen = traced(ctx, owner_of)
     with store.streaming(key, PART_SCHEMA, read_whole=True) as out:  # read only by the replay
         rows: list[dict] = []
         for item in _read(sf):
@@ -191,7 +196,7 @@ def write_part(sf: SourceFile, ctx: EvalContext, owner_of, store: PartStore, key
                 n, rows = n + len(rows), []
         out.write(pa.Table.from_pylist(rows, schema=PART_SCHEMA))
         n += len(rows)
-    return n
+    return n, as_json(seen)
 
 
 class Incomplete(Exception):
@@ -209,6 +214,7 @@ class CheckedParts(Mapping[SourceFile, Path]):
         self._bins = bins  # (a Future of `_write_parts` or its result, the versions)
         self._bin_of = {sf: i for i, (_, sfs) in enumerate(bins) for sf in sfs}
         self._done: dict[int, dict[str, int]] = {}
+        self._lookups: dict[str, list[list[Any]]] = {}
 
     def __getitem__(self, sf: SourceFile) -> Path:
         return self.paths[sf]
@@ -234,10 +240,17 @@ class CheckedParts(Mapping[SourceFile, Path]):
         """The keys written now (waits for every bin)."""
         return [key for i in range(len(self._bins)) for key in self._result(i)]
 
+    def lookups(self) -> dict[str, list[list[Any]]]:
+        """What the check of each part written now looked up (waits for every bin)."""
+        self.written()
+        return self._lookups
+
     def _result(self, i: int) -> dict[str, int]:
         if i not in self._done:
             job = self._bins[i][0]
-            self._done[i] = dict(job if isinstance(job, list) else job.result())
+            done = job if isinstance(job, list) else job.result()
+            self._done[i] = {key: rows for key, rows, _ in done}
+            self._lookups.update((key, seen) for key, _, seen in done)
         return self._done[i]
 
 
@@ -245,25 +258,31 @@ class CheckedParts(Mapping[SourceFile, Path]):
 def check_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext,
                 copies: Mapping[str, tuple[Path, Identity]] | None = None
                 ) -> Iterator[CheckedParts]:
-    """The part of every file version, written now if missing; parts no longer wanted
-    (versions gone, context changed) are removed. From `PARALLEL_BYTES` of new versions on,
-    they are checked by up to `WORKERS` processes in about `BINS_PER_WORKER` times as many bins
-    (`_bins`), of whole files in file order, even in cost (a part costs what checking
-    `FILE_BYTES` does; a larger file is a bin of its own):
+    """The part of every file version, written now if missing: the part a version was checked
+    into is kept while what its check looked up in `ctx` is unchanged (`judgment_lookups`),
+    else it is checked again; parts no longer wanted are removed. From `PARALLEL_BYTES` of new
+    versions on, they are checked by up to `WORKERS` processes in about `BINS_PER_WORKER` times
+    as many bins (`_bins`), of whole files in file order, even in cost (a part costs what
+    checking `FILE_BYTES` does; a larger file is a bin of its own):
     the block reads the parts of a bin once it is done, while the next ones are checked
     (`judgments.write_tables` replays them; the bins still running when it ends are waited
     for). `copies`: the versions (by archived path) still to be copied into the archive from
     their drop-folder file (`dropfolder.archive_versions(deferred=…)`), each copied by the
     process that checks it; one whose file was rewritten or removed since the folder's scan
     gets no part and no archive copy (`complete` tells)."""
-    fingerprint = context_fingerprint(ctx)
-    keys = {sf: part_key(store, sf, fingerprint) for sf in files}
-    store.keep(keys.values())
-    paths = {sf: store.path(key) for sf, key in keys.items()}
     owner: dict[str, str] = {}
     for ev, ids in ctx.evidence_ids.items():
         for eid in ids:
             owner[eid] = ev
+    lookups = Lookups(store.folder, store.code_version, ctx, owner)
+    fingerprint = context_fingerprint(ctx)
+    keys = {}
+    for sf in files:
+        kept = lookups.part_of(sf)
+        keys[sf] = kept if kept is not None and store.has(kept) else \
+            part_key(store, sf, fingerprint)
+    store.keep(keys.values())
+    paths = {sf: store.path(key) for sf, key in keys.items()}
     copies = copies or {}
     todo = []
     for sf, key in keys.items():
@@ -276,16 +295,20 @@ def check_parts(store: PartStore, files: Sequence[SourceFile], ctx: EvalContext,
              for sf, _, copy in todo]
     total = sum(costs)
     if total < PARALLEL_BYTES:  # starting a process costs more
-        yield CheckedParts(paths, [(_write_parts((ctx, owner, store, todo)),
-                                    [sf for sf, _, _ in todo])] if todo else [])
+        parts = CheckedParts(paths, [(_write_parts((ctx, owner, store, todo)),
+                                      [sf for sf, _, _ in todo])] if todo else [])
+        yield parts
+        lookups.save(keys, parts.lookups())
         return
     workers = min(WORKERS, os.cpu_count() or 1, len(todo), total // max(PARALLEL_BYTES, 1))
     bins = _bins(todo, costs, total / min(workers * BINS_PER_WORKER, len(todo)))
     with process_pool(workers) as pool:
         futures = [pool.submit(_write_parts, (ctx, owner, store, b)) for b in bins]
         try:
-            yield CheckedParts(paths, [(f, [sf for sf, _, _ in b])
-                                       for f, b in zip(futures, bins, strict=True)])
+            parts = CheckedParts(paths, [(f, [sf for sf, _, _ in b])
+                                         for f, b in zip(futures, bins, strict=True)])
+            yield parts
+            lookups.save(keys, parts.lookups())
         finally:
             for f in futures:
                 f.cancel()
@@ -322,11 +345,12 @@ def complete(parts: Mapping[SourceFile, Path]) -> bool:
 
 
 def _write_parts(job: tuple[EvalContext, dict[str, str], PartStore, list]
-                 ) -> list[tuple[str, int]]:
+                 ) -> list[tuple[str, int, list]]:
     """Archive (if left to do) and check each file version of `job` into its part; the keys
-    written, with their rows (a version whose file changed since the scan: none, no part)."""
+    written, with their rows and lookups (a version whose file changed since the scan: none, no
+    part)."""
     ctx, owner, store, todo = job
-    return [(key, write_part(sf, ctx, owner.get, store, key)) for sf, key, copy in todo
+    return [(key, *write_part(sf, ctx, owner.get, store, key)) for sf, key, copy in todo
             if copy_deferred(sf.path, sf.sha256, copy)]
 
 
