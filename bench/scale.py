@@ -384,6 +384,16 @@ def _step_rate(run: Run, home: Path, records: int) -> str:
     return f"step rvp_judgment_records {seconds:.1f} s, {records / seconds:,.0f} rec/s"
 
 
+def _versions_checked(home: Path) -> int:
+    """How many judgment file versions the last materialization read and checked (the others
+    were replayed from their parts)."""
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+        event = instance.get_latest_materialization_event(dg.AssetKey("raw_rvp_judgments"))
+    return event.asset_materialization.metadata["file_versions_checked"].value
+
+
 def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
     from benchlake_demo import ensure_demo
     from dagster_project.settings import Settings
@@ -396,13 +406,16 @@ def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
         _write_judgments(demo.demo_dir / "judgments", drop.with_suffix(".tmp"), args.judgments)
         drop.with_suffix(".tmp").rename(drop)
     empty.mkdir(exist_ok=True)
-    home = work / "home"
+    home, candidates = work / "home", work / "candidates"
     shutil.rmtree(home, ignore_errors=True)
+    shutil.rmtree(candidates, ignore_errors=True)  # the demo's, linked: a system is added below
+    shutil.copytree(demo.candidates_root(), candidates, copy_function=os.link)
     env = {"BENCHLAKE_HOME": str(home), "RYNN_VP_SOURCE": demo.rynn_vp_source_or_demo(),
-           "CANDIDATES_DIR": str(demo.candidates_root()), "JUDGMENTS_DIR": str(empty)}
+           "CANDIDATES_DIR": str(candidates), "JUDGMENTS_DIR": str(empty)}
     benchlake("materialize", "--select", "group:rynn_vp", env=env)  # the videos, untimed
     env["JUDGMENTS_DIR"] = str(drop)
     ref, n = json_reference(_json_files(drop))
+    all_ref = ref
     print(f"judgments: reference: DuckDB parses {n:,} records in {ref:.1f} s", flush=True)
     started = time.time()
     run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
@@ -447,6 +460,20 @@ def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
         print(profile(run, home, started), flush=True)
     finally:
         last.unlink()
+    # ... and a new system's candidates (one system's, copied under a new name) before any
+    # judgment of it: the context every judgment is checked against changes, and only the files
+    # whose records it changes are checked again (none here). The reference: parsing every record
+    # again, what checking every file again reads.
+    system = sorted(p.name for p in candidates.iterdir() if p.is_dir())[-1]
+    shutil.copytree(candidates / system, candidates / f"{system}-2", copy_function=os.link)
+    started = time.time()
+    run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
+    table.add("judgments, a new system's candidates", run, all_ref,
+              notes=f"materialize --select group:rynn_vp; {args.judgments:,} records kept; "
+                    + _step_rate(run, home, args.judgments).split(",")[0]
+                    + f", {_versions_checked(home)} file versions checked again; the new "
+                    "system's candidates and evidence too")
+    print(profile(run, home, started), flush=True)
 
 
 # --- rynn_vp -----------------------------------------------------------------------------------
