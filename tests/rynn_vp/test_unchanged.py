@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import shutil
 
+import pyarrow.parquet as pq
+
 from dagster_project.runner import materialize
 from dagster_project.status import mark_started, mark_written, remember_inputs, unchanged
 from dagster_project.tables import atomic_write_bytes, table_path
@@ -13,8 +15,8 @@ from tests.conftest import copy_home, table_identities
 
 EVIDENCE = ("rvp_evaluations", "rvp_evidence_frames", "rvp_storyboards")
 # the Python steps of the group, and what they write (the views are not needed here)
-STEPS = ("rvp_checksums", "rvp_media", "rvp_candidates", *EVIDENCE, "rvp_judge_packets",
-         "rvp_judgment_files", "rvp_judgments")
+STEPS = ("rvp_checksums", "rvp_media", "rvp_cases", "rvp_intervals", "rvp_candidates", *EVIDENCE,
+         "rvp_judge_packets", "rvp_judgment_files", "rvp_judgments")
 SELECT = ("key:raw_rvp_snapshot or key:raw_rvp_checksums or key:raw_rvp_media or "
           "key:raw_rvp_cases or key:raw_rvp_candidates or key:rvp_intervals or "
           "key:raw_rvp_evaluations or key:raw_rvp_gt_fingerprints or key:raw_rvp_judgments or "
@@ -107,6 +109,9 @@ def test_nothing_changed_rewrites_nothing_and_a_changed_input_is_read(
     assert outcome.success
     after = table_identities(home, STEPS)
     assert after["rvp_checksums"] != before["rvp_checksums"]
+    assert after["rvp_cases"] != before["rvp_cases"]  # read again: the case is refused
+    assert task.parent.name not in {r["case_id"] for r in pq.read_table(
+        table_path(home, "rvp_cases"), columns=["case_id"]).to_pylist()}
     assert after["rvp_candidates"] != before["rvp_candidates"]
     assert _metadata(outcome, "rvp_checksums")["status_counts"]["mismatch"] == 1
     # no judgment record in the folder: none to check against what changed, nothing rewritten

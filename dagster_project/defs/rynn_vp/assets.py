@@ -231,20 +231,28 @@ def rvp_media(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
 )
 def rvp_cases_and_intervals(context: dg.AssetExecutionContext, benchlake: BenchlakeSettings):
     """Parses every case folder. A case with any problem here, a failed checksum, or media that
-    does not decode is left out whole; each problem is in rvp_rejects."""
+    does not decode is left out whole; each problem is in rvp_rejects. Nothing is read again
+    while no file of the snapshot and no refusal of the stages before changed."""
+    # the cases refused by the stages before this one (a failed checksum, media that do not
+    # decode): their reject parts, as those stages wrote them
+    earlier = [_rejects_part(benchlake, stage) for stage in CASE_STAGES[:-1]]
+    inputs = _snapshot_inputs(benchlake, [stat_listing(p.parent, p.name) for p in earlier])
+    if (done := described_again(context, benchlake, inputs, "rvp_cases", "rvp_intervals")):
+        yield from done
+        return
     started(context, benchlake)
     root, media_mode = snapshot_root(benchlake.settings().home)
-    # the cases refused by the stages before this one (a failed checksum, media that do not decode)
     bad_elsewhere = refused_cases(benchlake.settings().home, CASE_STAGES[:-1])
     cases, intervals, rejects = read_cases(root, media_mode == "full", bad_elsewhere)
     if not cases:
         context.log.warning(f"no case of {root} was accepted; see rvp_rejects")
     _write_rejects(benchlake, "rvp_cases", rejects)
     yield write_and_describe(context, benchlake, "rvp_cases", rows_to_table(cases, CASES_SCHEMA),
+                             inputs=inputs, also=[_rejects_part(benchlake, "rvp_cases")],
                              rejects=len(rejects),
                              excluded_by_other_stages=len(bad_elsewhere))
     yield write_and_describe(context, benchlake, "rvp_intervals",
-                             rows_to_table(intervals, INTERVALS_SCHEMA))
+                             rows_to_table(intervals, INTERVALS_SCHEMA), inputs=inputs)
 
 
 # --- candidates and evidence -------------------------------------------------------------------
