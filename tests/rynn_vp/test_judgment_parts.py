@@ -12,25 +12,17 @@ import pytest
 
 from dagster_project.dropfolder import archive_versions, scan_drop_folder
 from dagster_project.runner import materialize
-from dagster_project.rynn_vp import judgment_lookups, judgment_parts
+from dagster_project.rynn_vp import judgment_parts
 from dagster_project.rynn_vp.judgment_parts import (
     complete,
     context_fingerprint,
     judgment_store,
     sync_parts,
 )
-from dagster_project.rynn_vp.judgment_records import CandidateInfo, SourceFile
+from dagster_project.rynn_vp.judgment_records import SourceFile
 from dagster_project.rynn_vp.judgments import ingest
 from tests.conftest import copy_home
-from tests.rynn_vp.test_judgment_records import (
-    CTX,
-    PLAIN,
-    PLANNED,
-    STORY,
-    VEO,
-    Drop,
-    gt_record,
-)
+from tests.rynn_vp.test_judgment_records import CTX, PLANNED, STORY, Drop, gt_record
 from tests.rynn_vp.test_judgment_records import record as judgment
 
 
@@ -91,51 +83,6 @@ def test_replaying_parts_equals_reading_again(tmp_path):
     assert all(changed[sf] == parts[sf] for sf in files[1:])
     assert ingest(files, other, changed) == ingest(files, other)
     assert any("unknown system" in r["reason"] for r in ingest(files, other, changed).rejects)
-
-
-def test_a_changed_context_checks_again_the_files_it_changes(tmp_path):
-    """A part is kept while what its check looked up in the context finds the same values
-    (`judgment_lookups`): a new system, a replaced candidate, new evidence ids or a new owner
-    of a cited evidence id check again the files whose records name them, and only those; the
-    rows are those of checking everything in the new context."""
-    drop = Drop(tmp_path / "drop")
-    files = [drop.jsonl("veo-plain.jsonl", [judgment()]),
-             drop.jsonl("veo-planned.jsonl", [judgment(case_id=PLANNED)]),
-             drop.jsonl("story.jsonl", [judgment(STORY)]),
-             # cites an id no evaluation has yet: checked again once one owns it
-             drop.jsonl("cites.jsonl", [judgment(evidence=["new/" + PLAIN + "#S0"])]),
-             drop.jsonl("new.jsonl", [judgment("new")]),  # an unknown system, until it is not
-             drop.json("gt_compilations/g.json", gt_record())]
-    store = judgment_store(tmp_path / "cache")
-    parts, written = sync_parts(store, files, CTX)
-    assert len(written) == len(files)
-    again, written = sync_parts(store, files, CTX)
-    assert again == parts and written == []
-
-    def rechecked(ctx) -> list[str]:
-        nonlocal parts
-        now, written = sync_parts(store, files, ctx)
-        assert ingest(files, ctx, now) == ingest(files, ctx)  # as checking all of them
-        assert all(now[sf] == parts[sf] for sf in files if now[sf].stem not in written)
-        parts = now
-        return sorted(sf.source_file for sf in files if now[sf].stem in written)
-
-    new_system = dataclasses.replace(
-        CTX, systems=CTX.systems | {"new"},
-        candidates={**CTX.candidates, ("new", PLAIN): CandidateInfo("video", frozenset())},
-        evidence_ids={**CTX.evidence_ids, f"new/{PLAIN}": frozenset({f"new/{PLAIN}#S0"})})
-    assert rechecked(new_system) == ["cites.jsonl", "new.jsonl"]
-    replaced = dataclasses.replace(new_system, candidates={
-        **new_system.candidates, (VEO, PLANNED): CandidateInfo("images", frozenset({"01"}))})
-    assert rechecked(replaced) == ["veo-planned.jsonl"]
-    assert rechecked(dataclasses.replace(replaced, gt_fingerprints={
-        **CTX.gt_fingerprints, PLAIN: "f" * 64})) == ["gt_compilations/g.json"]
-    assert rechecked(replaced) == ["gt_compilations/g.json"]
-    # kept lookups not as written: never taken on trust. A part named for the context it was
-    # checked in is valid in it; the others are checked again.
-    store.folder.with_name(judgment_lookups.LOOKUPS_FILE).write_text("{torn")
-    assert rechecked(replaced) == ["cites.jsonl", "new.jsonl", "story.jsonl", "veo-plain.jsonl"]
-    assert rechecked(replaced) == []
 
 
 def test_parts_checked_by_processes_are_those_checked_in_turn(tmp_path, monkeypatch):
