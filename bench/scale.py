@@ -23,9 +23,10 @@ judgments `--judgments` judgment records (the demo's, repeated over 10 judge run
           then as further attempts) in files of 1, 100 and 10,000 records: `materialize
           --select group:rynn_vp` with them (the videos already done), then with one more file
           of 10,000 (with GT compilations; both sort among the earlier files), then with one
-          that sorts after every other; each also with the judgment step's own time and rate.
-          Reference: DuckDB parsing every record of the same files (`read_json_objects`, 2
-          threads): all of them, then the files added.
+          that sorts after every other; each also with the judgment step's own time and rate;
+          then a new system's candidates (a system's copied under a new name), which change
+          what every record is checked against. Reference: DuckDB parsing every record of the
+          same files (`read_json_objects`, 2 threads): all of them, then the files added.
 rynn_vp   `--cases` cases cloned from the demo's, with their candidates (`--full-size`: GT videos
           of 20-122 s at 640×360, remuxed from a few short encoded clips without re-encoding):
           `materialize --select group:rynn_vp` first, again with nothing changed, again with one
@@ -371,16 +372,19 @@ def _json_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.suffix in (".json", ".jsonl"))
 
 
-def _step_rate(run: Run, home: Path, records: int) -> str:
-    """The judgment step's own time and rate in a `benchlake materialize` (its views and
-    checks aside)."""
+def _step_seconds(run: Run, home: Path) -> float:
+    """The judgment step's own time in a `benchlake materialize` (its views and checks aside)."""
     import dagster as dg
 
     run_id = re.search(r"; run ([0-9a-f-]{36});", run.stderr).group(1)
     with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
         step = next(s for s in instance.get_run_step_stats(run_id)
                     if s.step_key == "rvp_judgment_records")
-    seconds = step.end_time - step.start_time
+    return step.end_time - step.start_time
+
+
+def _step_rate(run: Run, home: Path, records: int) -> str:
+    seconds = _step_seconds(run, home)
     return f"step rvp_judgment_records {seconds:.1f} s, {records / seconds:,.0f} rec/s"
 
 
@@ -414,12 +418,11 @@ def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
            "CANDIDATES_DIR": str(candidates), "JUDGMENTS_DIR": str(empty)}
     benchlake("materialize", "--select", "group:rynn_vp", env=env)  # the videos, untimed
     env["JUDGMENTS_DIR"] = str(drop)
-    ref, n = json_reference(_json_files(drop))
-    all_ref = ref
-    print(f"judgments: reference: DuckDB parses {n:,} records in {ref:.1f} s", flush=True)
+    every, n = json_reference(_json_files(drop))
+    print(f"judgments: reference: DuckDB parses {n:,} records in {every:.1f} s", flush=True)
     started = time.time()
     run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
-    table.add(f"judgments from scratch, {args.judgments:,} records", run, ref,
+    table.add(f"judgments from scratch, {args.judgments:,} records", run, every,
               rate=f"{args.judgments / run.wall:,.0f} rec/s",
               notes="materialize --select group:rynn_vp (videos already done); "
                     + _step_rate(run, home, args.judgments))
@@ -468,11 +471,11 @@ def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
     shutil.copytree(candidates / system, candidates / f"{system}-2", copy_function=os.link)
     started = time.time()
     run = benchlake("materialize", "--select", "group:rynn_vp", env=env)
-    table.add("judgments, a new system's candidates", run, all_ref,
+    table.add("judgments, a new system's candidates", run, every,
               notes=f"materialize --select group:rynn_vp; {args.judgments:,} records kept; "
-                    + _step_rate(run, home, args.judgments).split(",")[0]
-                    + f", {_versions_checked(home)} file versions checked again; the new "
-                    "system's candidates and evidence too")
+                    f"step rvp_judgment_records {_step_seconds(run, home):.1f} s, "
+                    f"{_versions_checked(home)} file versions checked again; the new system's "
+                    "candidates and evidence too")
     print(profile(run, home, started), flush=True)
 
 
