@@ -396,6 +396,36 @@ def hash_progress_bar(
 
 # raw_rvp_checksums: one row per snapshot file with its verdict
 CHECKSUMS_SCHEMA = raw_schema("rvp_checksums")
+MEDIA_FILES = frozenset({"gt.mp4", "initial.png"})  # what a metadata-only snapshot leaves out
+
+
+def check_snapshot(root: Path, metadata_only: bool, log_error: Callable[[str], None]
+                   ) -> tuple[list[dict], list[Reject]]:
+    """The rows of raw_rvp_checksums for the snapshot at `root` (every file against its
+    SHA256SUMS.txt, streamed, in parallel, with a progress bar; with `metadata_only`, media not
+    downloaded are `not_downloaded`) and the rejects: each problem line of the manifest and each
+    file that fails. Without a manifest nothing can be verified: every file is unlisted (so every
+    case is refused downstream), and why is told to `log_error`."""
+    def absent_ok(rel: str) -> bool:
+        return metadata_only and rel.rsplit("/", 1)[-1] in MEDIA_FILES
+
+    rejects: list[Reject] = []
+
+    def on_problem(problem: ManifestProblem) -> None:
+        rejects.append(Reject(DEFAULT_MANIFEST_NAME, f"line {problem.line_no}: "
+                              f"{problem.reason}: {problem.text!r}", None, "rvp_checksums"))
+
+    try:
+        listed, _ = parse_sha256sums(root / DEFAULT_MANIFEST_NAME)
+        with hash_progress_bar(manifest_total_bytes(root, list(listed))) as progress:
+            statuses = verify_snapshot(root, absent_ok=absent_ok, progress=progress,
+                                       on_problem=on_problem)
+    except ManifestError as exc:
+        log_error(str(exc))
+        rejects.append(Reject(DEFAULT_MANIFEST_NAME, str(exc), None, "rvp_checksums"))
+        statuses = unlisted_files(root)
+    rejects.extend(r for r in map(status_reject, statuses) if r is not None)
+    return [status_row(st) for st in statuses], rejects
 
 
 def case_of(rel_path: str) -> str | None:

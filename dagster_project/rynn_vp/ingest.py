@@ -15,6 +15,7 @@ from typing import Any
 
 from dagster_project.media.probe import decoded_image_size, probe_video_cached
 from dagster_project.roots import Root
+from dagster_project.rynn_vp.checksums import MEDIA_FILES
 from dagster_project.rynn_vp.parsing import (
     ParseError,
     normalize_whitespace,
@@ -24,7 +25,6 @@ from dagster_project.rynn_vp.parsing import (
 from dagster_project.tables import Reject, raw_schema
 
 CASE_FILES = ("gt.mp4", "gt_annotations.json", "initial.png", "task.json")
-MEDIA_FILES = frozenset({"gt.mp4", "initial.png"})
 # The task.json field that carries an explicit plan (a list of step strings). The published
 # release has none; a case carrying one activates PI-5 in scoring.
 PLAN_FIELD = "plan"

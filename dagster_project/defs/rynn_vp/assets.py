@@ -34,18 +34,7 @@ from dagster_project.dropfolder import (
 )
 from dagster_project.parts import file_rows
 from dagster_project.rynn_vp.candidates import CANDIDATES_SCHEMA, scan_candidates
-from dagster_project.rynn_vp.checksums import (
-    CHECKSUMS_SCHEMA,
-    ManifestError,
-    ManifestProblem,
-    hash_progress_bar,
-    manifest_total_bytes,
-    parse_sha256sums,
-    status_reject,
-    status_row,
-    unlisted_files,
-    verify_snapshot,
-)
+from dagster_project.rynn_vp.checksums import CHECKSUMS_SCHEMA, check_snapshot
 from dagster_project.rynn_vp.evidence import EVIDENCE_POLICY_VERSION, EVIDENCE_TABLES
 from dagster_project.rynn_vp.evidence_parts import (
     EVIDENCE_INPUTS,
@@ -62,7 +51,6 @@ from dagster_project.rynn_vp.ingest import (
     CASE_STAGES,
     CASES_SCHEMA,
     INTERVALS_SCHEMA,
-    MEDIA_FILES,
     MEDIA_SCHEMA,
     list_case_dirs,
     probe_case,
@@ -159,29 +147,7 @@ def rvp_checksums(context: dg.AssetExecutionContext, benchlake: BenchlakeSetting
         return done[0]
     started(context, benchlake)
     root, media_mode = snapshot_root(benchlake.settings().home)
-
-    def absent_ok(rel: str) -> bool:
-        return media_mode == "metadata" and rel.rsplit("/", 1)[-1] in MEDIA_FILES
-
-    rejects: list[Reject] = []
-
-    def on_problem(problem: ManifestProblem) -> None:
-        rejects.append(Reject("SHA256SUMS.txt", f"line {problem.line_no}: {problem.reason}: "
-                              f"{problem.text!r}", None, "rvp_checksums"))
-
-    try:
-        listed, _ = parse_sha256sums(root / "SHA256SUMS.txt")
-        with hash_progress_bar(manifest_total_bytes(root, list(listed))) as progress:
-            statuses = verify_snapshot(root, absent_ok=absent_ok, progress=progress,
-                                       on_problem=on_problem)
-    except ManifestError as exc:
-        # Without a manifest nothing can be verified: every file is unlisted, so every case
-        # is refused downstream, and the check fails with ERROR (the command fails).
-        context.log.error(str(exc))
-        rejects.append(Reject("SHA256SUMS.txt", str(exc), None, "rvp_checksums"))
-        statuses = unlisted_files(root)
-    rows = [status_row(st) for st in statuses]
-    rejects.extend(r for r in map(status_reject, statuses) if r is not None)
+    rows, rejects = check_snapshot(root, media_mode == "metadata", context.log.error)
     n_rejects = _write_rejects(benchlake, "rvp_checksums", rejects)
     counts: dict[str, int] = {}
     for row in rows:
