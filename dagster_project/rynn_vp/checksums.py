@@ -400,12 +400,13 @@ MEDIA_FILES = frozenset({"gt.mp4", "initial.png"})  # what a metadata-only snaps
 
 
 def check_snapshot(root: Path, metadata_only: bool, log_error: Callable[[str], None]
-                   ) -> tuple[list[dict], list[Reject]]:
+                   ) -> tuple[list[dict], list[Reject], dict[str, object]]:
     """The rows of raw_rvp_checksums for the snapshot at `root` (every file against its
     SHA256SUMS.txt, streamed, in parallel, with a progress bar; with `metadata_only`, media not
-    downloaded are `not_downloaded`) and the rejects: each problem line of the manifest and each
-    file that fails. Without a manifest nothing can be verified: every file is unlisted (so every
-    case is refused downstream), and why is told to `log_error`."""
+    downloaded are `not_downloaded`), the rejects (each problem line of the manifest and each
+    file that fails) and what the UI shows of them (`status_counts`, `manifest_found`). Without
+    a manifest nothing can be verified: every file is unlisted (so every case is refused
+    downstream), and why is told to `log_error`."""
     def absent_ok(rel: str) -> bool:
         return metadata_only and rel.rsplit("/", 1)[-1] in MEDIA_FILES
 
@@ -420,12 +421,17 @@ def check_snapshot(root: Path, metadata_only: bool, log_error: Callable[[str], N
         with hash_progress_bar(manifest_total_bytes(root, list(listed))) as progress:
             statuses = verify_snapshot(root, absent_ok=absent_ok, progress=progress,
                                        on_problem=on_problem)
+        found = True
     except ManifestError as exc:
         log_error(str(exc))
         rejects.append(Reject(DEFAULT_MANIFEST_NAME, str(exc), None, "rvp_checksums"))
-        statuses = unlisted_files(root)
+        statuses, found = unlisted_files(root), False
     rejects.extend(r for r in map(status_reject, statuses) if r is not None)
-    return [status_row(st) for st in statuses], rejects
+    rows = [status_row(st) for st in statuses]
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    return rows, rejects, {"status_counts": counts, "manifest_found": found}
 
 
 def case_of(rel_path: str) -> str | None:

@@ -104,7 +104,7 @@ class Lookups:
         self.ctx, self.owner = ctx, owner
         kept = read_kept(self.path, version)
         self.kept: dict[str, list] = kept if isinstance(kept, dict) else {}
-        self._values: dict[str, Any] = {}
+        self._values: dict[Lookup, Any] = {}
 
     def _value(self, field: str, key: Any) -> Any:
         if field == OWNER:
@@ -113,17 +113,16 @@ class Lookups:
             return key in self.ctx.systems
         if field not in _FIELDS:
             raise KeyError(field)
-        return _plain(getattr(self.ctx, field).get(tuple(key) if isinstance(key, list)
-                                                    else key))
+        return _plain(getattr(self.ctx, field).get(key))
 
     def values(self, lookups: list[list[Any]]) -> str:
         """A digest of the lookups and what each finds in the context now."""
         found = []
         for field, key in lookups:
-            memo = json.dumps([field, key], default=str)
-            if memo not in self._values:
-                self._values[memo] = self._value(field, key)
-            found.append([field, key, self._values[memo]])
+            seen = (field, tuple(key) if isinstance(key, list) else key)  # as the check did
+            if seen not in self._values:
+                self._values[seen] = self._value(*seen)
+            found.append([field, key, self._values[seen]])
         return digest(found)
 
     def part_of(self, sf: SourceFile) -> str | None:

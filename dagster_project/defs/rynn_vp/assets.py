@@ -147,17 +147,11 @@ def rvp_checksums(context: dg.AssetExecutionContext, benchlake: BenchlakeSetting
         return done[0]
     started(context, benchlake)
     root, media_mode = snapshot_root(benchlake.settings().home)
-    rows, rejects = check_snapshot(root, media_mode == "metadata", context.log.error)
+    rows, rejects, shown = check_snapshot(root, media_mode == "metadata", context.log.error)
     n_rejects = _write_rejects(benchlake, "rvp_checksums", rejects)
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row["status"]] = counts.get(row["status"], 0) + 1
-    return write_and_describe(context, benchlake,
-        "rvp_checksums", rows_to_table(rows, CHECKSUMS_SCHEMA),
-                              inputs=inputs, also=[_rejects_part(benchlake, "rvp_checksums")],
-                              status_counts=counts,
-                              manifest_found=not any(r.source_file == "SHA256SUMS.txt"
-                                                     for r in rejects),
+    return write_and_describe(context, benchlake, "rvp_checksums",
+                              rows_to_table(rows, CHECKSUMS_SCHEMA), inputs=inputs,
+                              also=[_rejects_part(benchlake, "rvp_checksums")], **shown,
                               rejects=n_rejects)
 
 
@@ -201,8 +195,10 @@ def rvp_cases_and_intervals(context: dg.AssetExecutionContext, benchlake: Benchl
     while no file of the snapshot and no refusal of the stages before changed."""
     # the cases refused by the stages before this one (a failed checksum, media that do not
     # decode): their reject parts, as those stages wrote them
-    earlier = [_rejects_part(benchlake, stage) for stage in CASE_STAGES[:-1]]
-    inputs = _snapshot_inputs(benchlake, [stat_listing(p.parent, p.name) for p in earlier])
+    folder = _rejects_part(benchlake, "rvp_cases").parent
+    refusals = {n: v for n, v in stat_listing(folder).items()
+                if n.removesuffix(".parquet") in CASE_STAGES[:-1]}
+    inputs = _snapshot_inputs(benchlake, refusals)
     if (done := described_again(context, benchlake, inputs, "rvp_cases", "rvp_intervals")):
         yield from done
         return
