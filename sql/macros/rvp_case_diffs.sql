@@ -36,7 +36,8 @@ pairs AS (
            a.{{ s }}, b.{{ s }} AS base_{{ s }}, a.{{ s }} - b.{{ s }} AS {{ s }}_diff,
            {%- endfor %}
            count(*) OVER pair AS n_common,
-           avg(a.final_score - b.final_score) OVER pair AS pair_final_score_diff
+           avg(a.final_score - b.final_score ORDER BY a.final_score - b.final_score)
+               OVER pair AS pair_final_score_diff
     FROM scored AS a
     JOIN scored AS b ON b.profile = a.profile AND b.{{ same }} = a.{{ same }}
                     AND b.modality = a.modality AND b.case_id = a.case_id

@@ -8,8 +8,9 @@
 WITH means AS (
     SELECT {{ by }},
            count(final_score) AS n_scored, count(*) AS n_cases,
-           avg(pi) AS pi, avg(vr) AS vr, avg(vq) AS vq,
-           avg(final_score) AS final_score, avg(legacy_final_score) AS legacy_final_score
+           avg(pi ORDER BY pi) AS pi, avg(vr ORDER BY vr) AS vr, avg(vq ORDER BY vq) AS vq,
+           avg(final_score ORDER BY final_score) AS final_score,
+           avg(legacy_final_score ORDER BY legacy_final_score) AS legacy_final_score
            {%- if extra %}, {{ extra }}{% endif %}
     FROM {{ ref('rvp_candidate_scores') }}
     GROUP BY {{ by }}

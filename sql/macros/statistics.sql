@@ -21,6 +21,12 @@
     m_clusters per measure (NULLs ignored). Arguments of these macros are SQL text: pass
     qualified column names (a bare `df` or `t` could bind to a macro's own subquery). -#}
 
+{#- The same bits whatever the row order: every sum of fractional values here (and every float
+    sum, mean and correlation in the models) orders its input (`sum(x ORDER BY x)`): DuckDB
+    otherwise sums in the order it reads the rows, which an incremental table and a rebuild,
+    or two runs of its threads, do not share. Sums of counts stay unordered (exact in any
+    order). -#}
+
 {#- Undefined is NULL: an expression's value where it is a finite number, else NULL. NaN (0/0, a
     correlation of one pair or of no variance, sqrt of a negative) and +-Infinity (x/0, ln 0)
     are no numbers a reader can use: JSON cannot hold them, DuckDB orders NaN above every number
@@ -32,15 +38,17 @@
 
 {% macro cluster_sums(value, name=none) -%}
 {%- set m = name or value -%}
-count({{ value }}) AS {{ m }}_n, sum({{ value }}) AS {{ m }}_s,
-sum(({{ value }}) * ({{ value }})) AS {{ m }}_q
+count({{ value }}) AS {{ m }}_n, sum({{ value }} ORDER BY {{ value }}) AS {{ m }}_s,
+sum(({{ value }}) * ({{ value }}) ORDER BY ({{ value }}) * ({{ value }})) AS {{ m }}_q
 {%- endmacro %}
 
 
 {% macro clustered_totals(m) -%}
-CAST(sum({{ m }}_n) AS DOUBLE) AS {{ m }}_n, sum({{ m }}_s) AS {{ m }}_s,
-sum({{ m }}_q) AS {{ m }}_q, sum({{ m }}_s * {{ m }}_s) AS {{ m }}_ss,
-sum({{ m }}_n * {{ m }}_s) AS {{ m }}_ns, sum(CAST({{ m }}_n AS DOUBLE) ^ 2) AS {{ m }}_nn,
+CAST(sum({{ m }}_n) AS DOUBLE) AS {{ m }}_n, sum({{ m }}_s ORDER BY {{ m }}_s) AS {{ m }}_s,
+sum({{ m }}_q ORDER BY {{ m }}_q) AS {{ m }}_q,
+sum({{ m }}_s * {{ m }}_s ORDER BY {{ m }}_s * {{ m }}_s) AS {{ m }}_ss,
+sum({{ m }}_n * {{ m }}_s ORDER BY {{ m }}_n * {{ m }}_s) AS {{ m }}_ns,
+sum(CAST({{ m }}_n AS DOUBLE) ^ 2) AS {{ m }}_nn,
 count(*) FILTER (WHERE {{ m }}_n > 0) AS {{ m }}_clusters
 {%- endmacro %}
 
@@ -174,8 +182,11 @@ avg(CASE WHEN ({{ c }}) = 0 OR ({{ c }}) = ({{ n }}) THEN 1.0 ELSE 0.0 END)
 {%- endmacro %}
 
 {% macro internal_variance(c, n) -%}
-avg(CASE WHEN ({{ n }}) >= 2
-         THEN ({{ c }}) * (({{ n }}) - ({{ c }})) / (({{ n }}) * (({{ n }}) - 1)) END)
+{%- set v -%}
+CASE WHEN ({{ n }}) >= 2
+     THEN ({{ c }}) * (({{ n }}) - ({{ c }})) / (({{ n }}) * (({{ n }}) - 1)) END
+{%- endset -%}
+avg({{ v }} ORDER BY {{ v }})
 {%- endmacro %}
 
 {#- Power of a paired comparison, as lmms-eval 0.7.3's power_analysis (Miller 2024, section 5)

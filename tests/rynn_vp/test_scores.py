@@ -255,3 +255,44 @@ def test_a_second_profile_is_a_data_change_only(demo_warehouse, tmp_path):
         approx_equal(g, expected[(g["judge_run_id"], g["system"], g["modality"], None)])
     current = view(con, "SELECT * FROM rvp_leaderboard WHERE profile = 'current'")
     assert len(current) == len(got)  # the current profile is still there, unchanged
+
+
+# the tables the scores are aggregated from, and the views and tables that aggregate them
+STORED = ("stg_rvp_judgments", "rvp_candidate_scores")
+SCORES = ("int_rvp_axis_scores", "rvp_candidate_scores", "rvp_leaderboard", "rvp_by_scene",
+          "rvp_by_source_group", "rvp_metric_means", "rvp_judge_agreement", "rvp_case_diffs",
+          "rvp_system_pairs", "rvp_judge_review")
+
+
+@pytest.mark.slow  # a dbt run of every score model
+def test_the_scores_do_not_depend_on_the_order_rows_are_stored_in(demo_warehouse, tmp_path):
+    """Every score to the last bit, whatever order the tables under it hold their rows in: an
+    incremental table holds them in the order its parts came, a rebuild in another, and DuckDB
+    sums a float column in the order it reads it (the float aggregates order their input:
+    macros/statistics.sql)."""
+    import duckdb
+
+    from dagster_project.warehouse import catalog, project
+    from tests.conftest import copy_home
+
+    home = copy_home(demo_warehouse, tmp_path / "home").home
+
+    def scores(con) -> dict[str, list[tuple]]:
+        return {name: con.execute(f"SELECT * FROM {name} ORDER BY ALL").fetchall()
+                for name in SCORES}
+
+    with catalog.workspace(home) as ws:
+        con = duckdb.connect(str(ws.database))
+        before = scores(con)
+        for name in STORED:  # the same rows, stored in the reverse order
+            con.execute(f"CREATE OR REPLACE TABLE {name} AS "
+                        f"SELECT * FROM {name} ORDER BY ALL DESC")
+        con.close()
+        built = project.build(["run", "--select", " ".join(f"{n}+" for n in STORED),
+                               "--exclude", " ".join(STORED)],
+                              home=home, database=ws.database, target=ws.target)
+        assert built.error is None and built.results
+        con = duckdb.connect(str(ws.database), read_only=True)
+        after = scores(con)
+        con.close()
+    assert before["rvp_leaderboard"] and after == before

@@ -23,13 +23,17 @@ axis_sums AS (
     -- it enters the sum as NaN (scores are validated numbers in 0-100, never NaN), which
     -- survives any summation order and is turned back into NULL. An axis without a weighted
     -- metric is 0. Weight-0 rows are left out of the join: diagnostics (PI-6, VQ-D*) never
-    -- count, and a missing one never nulls an axis.
+    -- count, and a missing one never nulls an axis. Summed in metric order: the same bits
+    -- whatever order the rows come in (macros/statistics.sql).
     SELECT w.profile, m.judgment_no,
-           nullif(coalesce(sum(coalesce(m.value, 'NaN'::DOUBLE) * w.weight)
+           nullif(coalesce(sum(coalesce(m.value, 'NaN'::DOUBLE) * w.weight
+                               ORDER BY w.metric_column)
                            FILTER (WHERE w.axis = 'PI'), 0), 'NaN'::DOUBLE) AS pi,
-           nullif(coalesce(sum(coalesce(m.value, 'NaN'::DOUBLE) * w.weight)
+           nullif(coalesce(sum(coalesce(m.value, 'NaN'::DOUBLE) * w.weight
+                               ORDER BY w.metric_column)
                            FILTER (WHERE w.axis = 'VR'), 0), 'NaN'::DOUBLE) AS vr,
-           nullif(coalesce(sum(coalesce(m.value, 'NaN'::DOUBLE) * w.weight)
+           nullif(coalesce(sum(coalesce(m.value, 'NaN'::DOUBLE) * w.weight
+                               ORDER BY w.metric_column)
                            FILTER (WHERE w.axis = 'VQ'), 0), 'NaN'::DOUBLE) AS vq
     FROM metric_values AS m
     JOIN {{ ref('int_rvp_weight_vectors') }} AS w

@@ -9,7 +9,7 @@ SELECT w.profile, p.has_explicit_plan, w.axis, w.metric,
        -- list: looked up on these few rows, so the join with the unpivoted judgments compares
        -- column names as they are
        m."column" AS metric_column,
-       sum(w.weight) AS weight
+       sum(w.weight ORDER BY w.weight) AS weight
 FROM {{ ref('rvp_metric_weights') }} AS w
 JOIN {{ ref('rvp_metrics') }} AS m USING (metric)
 CROSS JOIN plans AS p

@@ -31,9 +31,11 @@ props(ord, property, value) AS (
     UNION ALL SELECT 15, 'gt_height_max', (SELECT max(height) FROM media)
     UNION ALL SELECT 16, 'gt_duration_min_s', (SELECT min(duration_s) FROM media)
     UNION ALL SELECT 17, 'gt_duration_max_s', (SELECT max(duration_s) FROM media)
-    UNION ALL SELECT 18, 'gt_duration_mean_s', (SELECT avg(duration_s) FROM media)
+    UNION ALL SELECT 18, 'gt_duration_mean_s',
+        (SELECT avg(duration_s ORDER BY duration_s) FROM media)
     UNION ALL SELECT 19, 'gt_duration_median_s', (SELECT median(duration_s) FROM media)
-    UNION ALL SELECT 20, 'gt_duration_total_min', (SELECT sum(duration_s) / 60 FROM media)
+    UNION ALL SELECT 20, 'gt_duration_total_min',
+        (SELECT sum(duration_s ORDER BY duration_s) / 60 FROM media)
     UNION ALL SELECT 21, 'gt_videos_le_60s',
         (SELECT count(*) FROM media WHERE duration_s <= 60)
     UNION ALL SELECT 22, 'distinct_source_scene_room',

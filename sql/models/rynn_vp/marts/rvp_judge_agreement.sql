@@ -16,8 +16,11 @@ run_pairs AS (
 evaluations AS (
     SELECT p.profile, p.judge_run_id, p.base_judge_run_id, a.metric,
            -- one pair or a side without variance: no correlation (corr gives NaN)
-           count(*) AS n_common, {{ finite_or_null('corr(a.score, b.score)') }} AS correlation,
-           avg(abs(a.score - b.score)) AS mean_abs_diff
+           count(*) AS n_common,
+           {{ finite_or_null('corr(a.score, b.score ORDER BY a.score, b.score)') }}
+               AS correlation,
+           avg(abs(a.score - b.score) ORDER BY abs(a.score - b.score))
+               AS mean_abs_diff
     FROM run_pairs AS p
     JOIN scores AS a ON a.profile = p.profile AND a.judge_run_id = p.judge_run_id
     JOIN scores AS b ON b.profile = p.profile AND b.judge_run_id = p.base_judge_run_id

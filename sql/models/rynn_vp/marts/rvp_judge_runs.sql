@@ -8,7 +8,7 @@ SELECT judge_run_id,
        count(*) FILTER (WHERE status NOT IN ('ok', 'cached')) AS failed_tries,
        CAST(coalesce(sum(input_tokens), 0) AS BIGINT) AS input_tokens,
        CAST(coalesce(sum(output_tokens), 0) AS BIGINT) AS output_tokens,
-       coalesce(sum(cost), 0) AS cost,
+       coalesce(sum(cost ORDER BY cost), 0) AS cost,
        min(logged_at) AS first_at, max(logged_at) AS last_at
 FROM {{ ref('stg_rvp_judge_calls') }}
 GROUP BY judge_run_id

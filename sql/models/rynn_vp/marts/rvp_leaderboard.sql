@@ -11,6 +11,7 @@ FROM (
 {{ rvp_scores_by(['profile', 'judge_run_id', 'system', 'modality'],
                  extra="CASE WHEN count(final_score) > 0 THEN
            rank() OVER (PARTITION BY profile, judge_run_id, modality, count(final_score) > 0
-                        ORDER BY avg(final_score) DESC) END AS rank_in_modality") }}
+                        ORDER BY avg(final_score ORDER BY final_score) DESC) END
+           AS rank_in_modality") }}
 ) AS b
 ORDER BY b.profile, b.judge_run_id, b.modality, b.rank_in_modality NULLS LAST, b.system

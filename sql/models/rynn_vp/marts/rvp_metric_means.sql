@@ -6,7 +6,8 @@
 {%- set metric_columns = rvp_metric_columns() %}
 WITH agg AS (
     SELECT judge_run_id, system, input_modality AS modality,
-           {'n': count({{ metric_columns }}), 'mean': avg({{ metric_columns }}),
+           {'n': count({{ metric_columns }}),
+            'mean': avg({{ metric_columns }} ORDER BY {{ metric_columns }}),
             'min': min({{ metric_columns }}), 'max': max({{ metric_columns }})} AS "\1"
     FROM {{ ref('stg_rvp_judgments') }}
     WHERE is_final

@@ -29,7 +29,7 @@ errors AS (
 ),
 means AS (
     SELECT profile, judge_run_id, modality, system, base_system, count(*) AS n_common,
-           avg(diff) AS final_score_diff, list(diff ORDER BY case_id) AS diffs
+           avg(diff ORDER BY diff) AS final_score_diff, list(diff ORDER BY case_id) AS diffs
     FROM common GROUP BY ALL
 ),
 boot AS (

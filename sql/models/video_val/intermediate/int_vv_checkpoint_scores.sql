@@ -47,14 +47,16 @@ macro AS (
     -- a source without a standard error (or a single video) leaves the macro row without one
     SELECT policy, run_id, step, any_value(part) AS part, 'macro' AS data_source,
            sum(n_rows) AS n_rows,
-           sum(n_responded) AS n_responded, avg(accuracy) AS accuracy,
-           avg(format_rate) AS format_rate, avg(composite) AS composite,
+           sum(n_responded) AS n_responded, avg(accuracy ORDER BY accuracy) AS accuracy,
+           avg(format_rate ORDER BY format_rate) AS format_rate,
+           avg(composite ORDER BY composite) AS composite,
            {%- for m in ['accuracy', 'composite'] %}
            CASE WHEN count({{ m }}_se) = count(*) AND min({{ m }}_df) >= 1 THEN
-               sqrt(sum({{ m }}_se ^ 2)) / count(*) END AS {{ m }}_se,
+               sqrt(sum({{ m }}_se ^ 2 ORDER BY {{ m }}_se)) / count(*) END AS {{ m }}_se,
            -- every SE 0: 0/0, no df (the interval is then the point itself)
            CASE WHEN count({{ m }}_se) = count(*) AND min({{ m }}_df) >= 1 THEN
-               {{ finite_or_null('floor(sum(' ~ m ~ '_se ^ 2) ^ 2 / sum(' ~ m ~ '_se ^ 4 / '
+               {{ finite_or_null('floor(sum(' ~ m ~ '_se ^ 2 ORDER BY ' ~ m ~ '_se) ^ 2 / sum('
+                                 ~ m ~ '_se ^ 4 / ' ~ m ~ '_df ORDER BY ' ~ m ~ '_se ^ 4 / '
                                  ~ m ~ '_df))') }} END
                AS {{ m }}_df{{ ',' if not loop.last }}
            {%- endfor %}
