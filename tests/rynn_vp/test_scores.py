@@ -9,11 +9,13 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from dagster_project.settings import SQL_DIR
+from dagster_project.warehouse import catalog, project
 from dagster_project.warehouse.catalog import connect
-from tests.conftest import dbt_views
+from tests.conftest import copy_home, dbt_views
 
 PI_NO_PLAN = {"PI-1": .50, "PI-2": .20, "PI-3": .15, "PI-4": .15}
 PI_PLAN = {"PI-1": .40, "PI-2": .20, "PI-3": .15, "PI-4": .15, "PI-5": .10}
@@ -270,11 +272,6 @@ def test_the_scores_do_not_depend_on_the_order_rows_are_stored_in(demo_warehouse
     incremental table holds them in the order its parts came, a rebuild in another, and DuckDB
     sums a float column in the order it reads it (the float aggregates order their input:
     macros/statistics.sql)."""
-    import duckdb
-
-    from dagster_project.warehouse import catalog, project
-    from tests.conftest import copy_home
-
     home = copy_home(demo_warehouse, tmp_path / "home").home
 
     def scores(con) -> dict[str, list[tuple]]:
