@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
@@ -428,9 +429,7 @@ def check_snapshot(root: Path, metadata_only: bool, log_error: Callable[[str], N
         statuses, found = unlisted_files(root), False
     rejects.extend(r for r in map(status_reject, statuses) if r is not None)
     rows = [status_row(st) for st in statuses]
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    counts = dict(Counter(row["status"] for row in rows))
     return rows, rejects, {"status_counts": counts, "manifest_found": found}
 
 
