@@ -64,6 +64,18 @@ class JudgeServer:
             return sum((role is None or s.role == role) and (subject is None or s.subject == subject)
                        for s in self.seen)
 
+    def settled_count(self, quiet_s: float = 0.5, timeout_s: float = 30.0) -> int:
+        """`count()` once no request has arrived for `quiet_s`: a killed client's requests
+        already sent (in the socket's buffers, or accepted but not yet read) are counted first."""
+        deadline = time.monotonic() + timeout_s
+        last, since = self.count(), time.monotonic()
+        while time.monotonic() - since < quiet_s and time.monotonic() < deadline:
+            time.sleep(0.05)
+            now = self.count()
+            if now != last:
+                last, since = now, time.monotonic()
+        return last
+
     def reset(self) -> None:
         with self.lock:
             self.seen.clear()

@@ -247,7 +247,7 @@ def test_a_killed_judge_resumes_with_only_the_missing_calls(judged_home: Path, s
     cached = _cached(judged_home)
     assert 0 < len(cached) < DEMO_REQUESTS
     server.state.delay_s = 0.0
-    sent_before = server.state.count()
+    sent_before = server.state.settled_count()
     outcome = judge_now(judged_home, env)
     assert outcome.sent == server.state.count() - sent_before == DEMO_REQUESTS - len(cached)
     assert outcome.cache_hits == len(cached)
