@@ -447,6 +447,9 @@ def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
     finally:
         for _, dest in added:
             dest.unlink()
+    # the file's removal, untimed: each workload below adds to the 60,000 records alone (timed
+    # with the removal, a file added last also replays everything after the removed one)
+    benchlake("materialize", "--select", "group:rynn_vp", env=env)
     # ... and a file that sorts after every other: what a harness naming its files in order adds
     end = work / "end"
     shutil.rmtree(end, ignore_errors=True)
@@ -463,6 +466,7 @@ def bench_judgments(args: argparse.Namespace, work: Path, table: Table) -> None:
         print(profile(run, home, started), flush=True)
     finally:
         last.unlink()
+    benchlake("materialize", "--select", "group:rynn_vp", env=env)  # the removal, untimed
     # ... and a new system's candidates (one system's, copied under a new name) before any
     # judgment of it: the context every judgment is checked against changes, and only the files
     # whose records it changes are checked again (none here). The reference: parsing every record

@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -135,19 +134,25 @@ _PARQUET_OPTIONS: dict[str, Any] = {
 _WHOLE_READ_OPTIONS = {**_PARQUET_OPTIONS, "use_dictionary": False, "write_statistics": False}
 
 
-def _umask_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
 
 def temp_beside(path: Path) -> tuple[int, str]:
-    """A temp file in `path`'s folder (same filesystem, so the rename is atomic), with the mode
-    a plain open() would give rather than mkstemp's 0600."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.chmod(tmp, _umask_mode())
-    return fd, tmp
+    """A new temp file in `path`'s folder (same filesystem, so the rename is atomic), open for
+    writing: one create, `O_EXCL` with mode 0666 so the kernel applies the umask as a plain
+    open() would (mkstemp's 0600 needed a chmod after it, and reading the umask means setting
+    it, which no other thread may see). The name holds the pid and a random part; the folder
+    is made only when the create finds none."""
+    name = f".{path.name}.{os.getpid()}."
+    while True:
+        tmp = os.path.join(path.parent, f"{name}{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, _TEMP_FLAGS, 0o666), tmp
+        except FileExistsError:
+            continue
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(tmp, _TEMP_FLAGS, 0o666), tmp
 
 
 def remove_stale_temps(folder: Path) -> int:

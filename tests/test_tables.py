@@ -19,6 +19,7 @@ from dagster_project.tables import (
     raw_schema,
     remove_stale_temps,
     rows_to_table,
+    streaming_parquet,
     table_path,
     temp_beside,
     write_table,
@@ -83,6 +84,30 @@ def test_remove_stale_temps_removes_only_unrenamed_temp_files(tmp_path):
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()
                   ) == ["a/.hidden", "a/kept.jpg", "a/plain.tmp"]
     assert remove_stale_temps(tmp_path / "missing") == 0
+
+
+def test_atomic_writes_have_the_mode_a_plain_open_gives(tmp_path):
+    """The temp file is created with 0666 and the umask (not mkstemp's 0600): the renamed file
+    is readable by whom the umask allows, whichever writer made it, in a folder made for it."""
+    umask = os.umask(0o027)
+    try:
+        atomic_write_bytes(tmp_path / "new" / "a.bin", b"x")
+        table = pa.table({"n": [1]})
+        write_table(table, tmp_path / "b.parquet")
+        with streaming_parquet(tmp_path / "c.parquet", table.schema) as out:
+            out.write(table)
+        fd, tmp = temp_beside(tmp_path / "d.bin")
+        os.close(fd)
+    finally:
+        os.umask(umask)
+    for name in ("new/a.bin", "b.parquet", "c.parquet"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o640, name
+    assert Path(tmp).name.startswith(f".d.bin.{os.getpid()}.") and Path(tmp).suffix == ".tmp"
+    with pytest.raises(FileExistsError):  # a new name each time, never an existing file
+        os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    fd, other = temp_beside(tmp_path / "d.bin")
+    os.close(fd)
+    assert other != tmp
 
 
 def test_connect_raw_reads_the_parts_asked_for_and_every_single_file_table(tmp_path):
