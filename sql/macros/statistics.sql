@@ -25,7 +25,17 @@
     sum, mean and correlation in the models) orders its input (`sum(x ORDER BY x)`): DuckDB
     otherwise sums in the order it reads the rows, which an incremental table and a rebuild,
     or two runs of its threads, do not share. Sums of counts stay unordered (exact in any
-    order). -#}
+    order). A view that sums millions of rows into large groups, where holding and sorting
+    each group costs more than the rest of the query, sums exactly instead (`exact_sum`). -#}
+
+{#- The sum of a DOUBLE expression in any order: each value is rounded once to 18 decimals
+    (a DECIMAL(38, 18), a 128-bit integer underneath) and those are added exactly, so the
+    order the rows come in cannot change a bit. Fit for values of up to ~1e19 in all: a larger
+    sum is an overflow error, never a wrong number. On 4.4 M flips (vv_flip_groups) it cost
+    0.35 s where `sum(x ORDER BY x)` cost 1.0 s and a plain sum 0.25 s. -#}
+{% macro exact_sum(x) -%}
+CAST(sum(CAST({{ x }} AS DECIMAL(38, 18))) AS DOUBLE)
+{%- endmacro %}
 
 {#- Undefined is NULL: an expression's value where it is a finite number, else NULL. NaN (0/0, a
     correlation of one pair or of no variance, sqrt of a negative) and +-Infinity (x/0, ln 0)

@@ -139,11 +139,13 @@ def test_flips_and_their_groups_equal_a_recomputation(demo) -> None:
         for dimension in ("data_source", "task", "category", "video"):
             counted[(*pair, dimension, r[dimension])]["gains" if r["delta"] > 0
                                                       else "losses"] += 1
+            counted[(*pair, dimension, r[dimension])]["net"] += r["delta"]
     assert len(groups) == len(counted)
     for g in groups:
         c = counted[(g["policy"], g["run_id"], g["step"], g["base_run_id"], g["base_step"],
                      g["dimension"], g["value"])]
         assert (g["n_gains"], g["n_losses"]) == (c["gains"], c["losses"])
+        assert g["net_delta"] == pytest.approx(c["net"], abs=1e-12)
     pairs = {(r["policy"], r["run_id"], r["step"], r["base_run_id"], r["base_step"],
               r["data_source"]): (r["n_only_run"], r["n_only_base"])
              for r in _rows(demo, "SELECT * FROM vv_run_pairs")}

@@ -24,8 +24,8 @@ grouped AS (
            coalesce({% for d in dimensions %}q.{{ d }}_id{{ ', ' if not loop.last }}{% endfor %})
                AS value_id,
            count(*) FILTER (WHERE f.delta > 0) AS n_gains,
-           count(*) FILTER (WHERE f.delta < 0) AS n_losses, sum(f.delta ORDER BY f.delta)
-               AS net_delta
+           count(*) FILTER (WHERE f.delta < 0) AS n_losses,
+           {{ exact_sum('f.delta') }} AS net_delta
     FROM {{ ref('int_vv_flips') }} AS f
     JOIN questions AS q USING (uid)
     GROUP BY GROUPING SETS ({% for d in dimensions %}({{ pair }}, q.{{ d }}_id){{ ', ' if not loop.last }}{% endfor %})
