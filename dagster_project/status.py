@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from dagster_project.filecache import Identity
-from dagster_project.tables import atomic_write_bytes
 
 STATUS_DIR = "status"  # beside tables/, not in it: the tables stay byte-identical across runs
 WHOLE_TABLE = "_all"  # the marker's file name
@@ -38,6 +37,10 @@ def _marker(home: Path, table: str) -> Path:
 
 
 def _update(home: Path, table: str, **fields: object) -> None:
+    # imported here: `benchlake sql` reads the markers (`incomplete_tables`) and never writes
+    # one, and `tables` brings Polars and PyArrow (~0.3 s of every query's start)
+    from dagster_project.tables import atomic_write_bytes
+
     path = _marker(home, table)
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
