@@ -32,9 +32,9 @@ errors AS (
 ),
 means AS (
     SELECT policy, run_id, step, data_source, dimension, value, count(uid) AS n_responded,
-           avg(accuracy ORDER BY accuracy) AS accuracy,
-           avg(format_rate ORDER BY format_rate) AS format_rate,
-           avg(composite ORDER BY composite) AS composite
+           {{ exact_mean('accuracy') }} AS accuracy,
+           {{ exact_mean('format_rate') }} AS format_rate,
+           {{ exact_mean('composite') }} AS composite
     FROM rows GROUP BY ALL
 ),
 -- every value of every checkpoint, responded or not

@@ -7,10 +7,10 @@ WITH metrics AS MATERIALIZED (
     SELECT * FROM {{ ref('vv_sample_metrics') }} WHERE {{ new_parts('vv_question_scores') }}
 )
 {%- set figures -%}
-max(k) AS k, count(*) AS n_responded, avg(mean_at_k ORDER BY mean_at_k) AS mean_at_k,
+max(k) AS k, count(*) AS n_responded, {{ exact_mean('mean_at_k') }} AS mean_at_k,
        avg(CAST(pass_at_k AS DOUBLE)) AS pass_at_k,
        avg(CAST(majority_correct AS DOUBLE)) AS majority_accuracy,
-       avg(agreement ORDER BY agreement) AS agreement,
+       {{ exact_mean('agreement') }} AS agreement,
        {{ expected_accuracy('n_correct', 'k') }} AS expected_accuracy,
        {{ consistency_rate('n_correct', 'k') }} AS consistency_rate,
        {{ internal_variance('n_correct', 'k') }} AS internal_variance
